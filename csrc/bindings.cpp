@@ -1,0 +1,27 @@
+// Operator schema and implementations. The module is a plain CPython extension with no Python
+// functions of its own: importing cute_gemm._C runs the static registrations below.
+#include <Python.h>
+#include <torch/library.h>
+
+#include "gemm.h"
+
+extern "C" {
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(cute_gemm, m) {
+  m.def("mm(Tensor a, Tensor b) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) {
+  m.impl("mm", &cute_gemm::mm);
+}
+
+// CPU tensors reach the same checks, so the error names the argument and the rule instead of
+// the dispatcher's "could not run with arguments from the CPU backend".
+TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) {
+  m.impl("mm", &cute_gemm::mm);
+}

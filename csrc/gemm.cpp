@@ -1,0 +1,159 @@
+// Host entry of cute_gemm::mm: argument checks, operand layout analysis, the one dispatch site
+// from runtime (dtype, major-ness, config) to a compiled kernel, and the launch.
+#include "gemm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <array>
+#include <cstdlib>
+#include <limits>
+
+#include "gemm_params.h"
+#include "sm80/configs.h"
+#include "sm80/launch.h"
+
+namespace cute_gemm {
+namespace {
+
+constexpr int64_t kVec = 8;  // 16-bit elements per 16-byte vector
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// One operand seen as an (MN, K) matrix: A itself, or B transposed.
+struct Operand {
+  at::Tensor storage;  // keeps a padded copy alive for the launch
+  const void* ptr = nullptr;
+  int64_t ld = 0;
+  bool k_major = true;
+};
+
+bool vector_ready(const void* ptr, int64_t ld, int64_t extent) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ld % kVec == 0 && extent % kVec == 0;
+}
+
+// The kernel reads 16-byte vectors along the contiguous dimension, so an operand serves
+// in place when that dimension has stride 1, its base and leading stride are 16-byte aligned and
+// its extent is a whole number of vectors (no vector straddles the edge into unknown memory).
+// Anything else (other strides, an odd storage offset, K % 8 != 0 rows) is copied once into
+// a buffer with a padded, aligned leading dimension: the documented slower path.
+Operand prepare_operand(const at::Tensor& x /* (MN, K) */) {
+  const int64_t mn = x.size(0), k = x.size(1);
+  const void* ptr = x.data_ptr();
+  // Strides of size-1 dimensions are meaningless: they never multiply a nonzero index.
+  const bool k_contig = x.stride(1) == 1 || k == 1;
+  const bool mn_contig = x.stride(0) == 1 || mn == 1;
+  const int64_t ld_k_major = mn == 1 ? 0 : x.stride(0);
+  const int64_t ld_mn_major = k == 1 ? 0 : x.stride(1);
+  if (k_contig && vector_ready(ptr, ld_k_major, k)) return {x, ptr, ld_k_major, true};
+  if (mn_contig && vector_ready(ptr, ld_mn_major, mn)) return {x, ptr, ld_mn_major, false};
+
+  // Keep the operand's own orientation so the copy is a plain strided pass. The padding of a
+  // K-major buffer is zeroed: the last vector of a row straddles K, and the kernel's
+  // predicate only zero-fills vectors that start past K.
+  const bool k_major = !(x.stride(0) == 1 && x.stride(1) != 1);
+  if (k_major) {
+    const int64_t ld = round_up(k, kVec);
+    at::Tensor buf = at::empty({mn, ld}, x.options());
+    if (ld > k) buf.narrow(1, k, ld - k).zero_();
+    buf.narrow(1, 0, k).copy_(x);
+    return {buf, buf.data_ptr(), ld, true};
+  }
+  const int64_t ld = round_up(mn, kVec);
+  at::Tensor buf = at::empty({k, ld}, x.options());  // rows past MN feed no stored output
+  buf.narrow(1, 0, mn).copy_(x.t());
+  return {buf, buf.data_ptr(), ld, false};
+}
+
+using Launcher = cudaError_t (*)(const GemmParams&, cudaStream_t);
+
+// [dtype][a k-major][b k-major][config]: every compiled SM80 kernel, built at compile time.
+template <size_t... I>
+constexpr auto make_sm80_table(std::index_sequence<I...>) {
+  // I enumerates (dtype, ak, bk, cfg) with cfg fastest.
+  constexpr int C = sm80::kNumConfigs;
+  return std::array<Launcher, sizeof...(I)>{
+      &sm80::run<DType(I / (4 * C)), bool((I / (2 * C)) % 2), bool((I / C) % 2), int(I % C)>...};
+}
+constexpr auto kSm80Table = make_sm80_table(std::make_index_sequence<2 * 2 * 2 * sm80::kNumConfigs>{});
+
+Launcher sm80_launcher(DType d, bool ak, bool bk, int cfg) {
+  const int C = sm80::kNumConfigs;
+  return kSm80Table[((int(d) * 2 + int(ak)) * 2 + int(bk)) * C + cfg];
+}
+
+// CUTE_GEMM_SM80_CONFIG=<row of csrc/sm80/configs.h> pins the tile (benchmarks, tests).
+int forced_config() {
+  const char* env = std::getenv("CUTE_GEMM_SM80_CONFIG");
+  if (env == nullptr || *env == '\0') return -1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  TORCH_CHECK_VALUE(*end == '\0' && v >= 0 && v < sm80::kNumConfigs, "CUTE_GEMM_SM80_CONFIG must be an integer in [0, ",
+                    sm80::kNumConfigs, "), got '", env, "'");
+  return int(v);
+}
+
+void check_operand(const at::Tensor& x, const char* name, const char* shape) {
+  TORCH_CHECK_VALUE(x.layout() == at::kStrided, "mm: ", name, " must be a dense (strided) tensor, got layout ",
+                    x.layout());
+  TORCH_CHECK_VALUE(x.is_cuda(), "mm: ", name, " must be a CUDA tensor, got device ", x.device());
+  TORCH_CHECK_VALUE(x.dim() == 2, "mm: ", name, " must be 2-D ", shape, ", got shape ", x.sizes());
+  TORCH_CHECK_TYPE(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, "mm: ", name,
+                   " must be float16 or bfloat16, got ", x.scalar_type());
+  for (int d = 0; d < 2; ++d) {
+    TORCH_CHECK_VALUE(x.size(d) <= std::numeric_limits<int>::max(), "mm: ", name, " dimension ", d,
+                      " must be below 2^31, got ", x.size(d));
+  }
+}
+
+}  // namespace
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+  check_operand(a, "a", "(M, K)");
+  check_operand(b, "b", "(K, N)");
+  TORCH_CHECK_VALUE(a.device() == b.device(), "mm: a and b must be on the same device, got a on ", a.device(),
+                    " and b on ", b.device());
+  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "mm: a and b must have the same dtype, got a ",
+                   a.scalar_type(), " and b ", b.scalar_type());
+  TORCH_CHECK_VALUE(a.size(1) == b.size(0), "mm: a's columns (K) must equal b's rows, got a ", a.sizes(), " and b ",
+                    b.sizes());
+
+  const c10::cuda::CUDAGuard guard(a.device());
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  at::Tensor c = at::empty({M, N}, a.options());
+  if (M == 0 || N == 0) return c;
+  if (K == 0) return c.zero_();  // an empty sum, as torch.mm
+
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  TORCH_CHECK(prop->major >= 8, "mm: cute_gemm needs a GPU of compute capability 8.0 or newer; ", a.device(),
+              " is ", prop->major, ".", prop->minor);
+
+  const Operand A = prepare_operand(a);
+  const Operand B = prepare_operand(b.t());
+
+  GemmParams p;
+  p.a = A.ptr;
+  p.b = B.ptr;
+  p.c = c.data_ptr();
+  p.m = int(M);
+  p.n = int(N);
+  p.k = int(K);
+  p.lda = A.ld;
+  p.ldb = B.ld;
+  p.ldc = N;
+  p.c_vector_ok = N % kVec == 0;  // c is freshly allocated, so its base is aligned
+
+  const int forced = forced_config();
+  const int cfg = forced >= 0 ? forced : sm80::choose_config(p.m, p.n, prop->multiProcessorCount);
+  const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
+  const cudaError_t err =
+      sm80_launcher(dtype, A.k_major, B.k_major, cfg)(p, at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "mm: kernel launch failed on ", a.device(), ": ", cudaGetErrorString(err),
+              err == cudaErrorNoKernelImageForDevice
+                  ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
+                  : "");
+  return c;
+}
+
+}  // namespace cute_gemm

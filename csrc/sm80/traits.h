@@ -1,0 +1,128 @@
+// Every CuTe type of the SM80 multistage kernel, derived from the dtype, the two operand
+// major-nesses and one row of the config table.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+#include "gemm_params.h"
+#include "sm80/configs.h"
+
+namespace cute_gemm::sm80 {
+
+using namespace cute;
+
+template <DType D>
+struct ElementTraits;
+template <>
+struct ElementTraits<DType::kF16> {
+  using Element = cutlass::half_t;
+  using MmaOp = SM80_16x8x16_F32F16F16F32_TN;  // fp32 accumulate: fp16 accumulation loses ~10x
+};
+template <>
+struct ElementTraits<DType::kBF16> {
+  using Element = cutlass::bfloat16_t;
+  using MmaOp = SM80_16x8x16_F32BF16BF16F32_TN;
+};
+
+// One operand (A as (M,K) or B as (N,K)) of a BMN x BK tile.
+template <class T, int BMN, int BK, int Stages, int Threads, bool KMajor>
+struct OperandTraits {
+  static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte cp.async
+  static_assert(kVec == 8, "the copy and ldmatrix atoms below assume 16-bit elements");
+
+  // K-major rows are BK elements; the swizzle spreads the 8 rows that one ldmatrix phase reads
+  // over all 32 banks (BK=32: 4 chunks of 16 B per row, XOR'd with row/2; BK=64: 8 chunks, row).
+  // MN-major tiles are stored as BK columns of 64 contiguous M (or N) elements, swizzled so the
+  // transposing ldmatrix reads eight 16-byte chunks from different banks.
+  static auto smem_atom() {
+    if constexpr (KMajor) {
+      static_assert(BK == 32 || BK == 64, "K-major smem atom is defined for BK = 32 or 64");
+      if constexpr (BK == 64) {
+        return composition(Swizzle<3, 3, 3>{}, Layout<Shape<_8, _64>, Stride<_64, _1>>{});
+      } else {
+        return composition(Swizzle<2, 3, 3>{}, Layout<Shape<_8, _32>, Stride<_32, _1>>{});
+      }
+    } else {
+      static_assert(BMN % 64 == 0, "MN-major smem atom spans 64 rows");
+      return composition(Swizzle<3, 3, 3>{}, Layout<Shape<_64, _8>, Stride<_1, _64>>{});
+    }
+  }
+  // (BMN,BK,PIPE)
+  using SmemLayout =
+      decltype(tile_to_shape(smem_atom(), make_shape(Int<BMN>{}, Int<BK>{}, Int<Stages>{})));
+
+  // Global -> shared: each thread moves 16-byte vectors along the contiguous dimension. The
+  // ZFILL form of SM80_CP_ASYNC_CACHEGLOBAL writes zeros where the predicate is off, which is
+  // how edge tiles and the K residue are made exact (out-of-range products are 0 * 0).
+  static auto gmem_copy() {
+    using Atom = Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, T>;
+    if constexpr (KMajor) {
+      constexpr int kThrK = BK / kVec;
+      static_assert(Threads % kThrK == 0 && BMN % (Threads / kThrK) == 0, "K-major copy tiling");
+      return make_tiled_copy(Atom{},
+                             Layout<Shape<Int<Threads / kThrK>, Int<kThrK>>, Stride<Int<kThrK>, _1>>{},
+                             Layout<Shape<_1, Int<kVec>>>{});
+    } else {
+      constexpr int kThrMN = BMN / kVec;
+      static_assert(Threads % kThrMN == 0 && BK % (Threads / kThrMN) == 0, "MN-major copy tiling");
+      return make_tiled_copy(Atom{},
+                             Layout<Shape<Int<kThrMN>, Int<Threads / kThrMN>>, Stride<_1, Int<kThrMN>>>{},
+                             Layout<Shape<Int<kVec>, _1>>{});
+    }
+  }
+  using GmemCopy = decltype(gmem_copy());
+
+  // Shared -> registers: ldmatrix.x4, transposing when the tile is MN-major.
+  using SmemCopyAtom =
+      std::conditional_t<KMajor, Copy_Atom<SM75_U32x4_LDSM_N, T>, Copy_Atom<SM75_U16x8_LDSM_T, T>>;
+
+  // Global layout of the operand as a (MN, K) tensor with one runtime leading dimension.
+  static CUTE_HOST_DEVICE auto gmem_stride(int64_t ld) {
+    if constexpr (KMajor) {
+      return make_stride(ld, Int<1>{});
+    } else {
+      return make_stride(Int<1>{}, ld);
+    }
+  }
+};
+
+template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+struct KernelTraits {
+  static constexpr TileConfig kCfg = kConfigs[Cfg];
+  static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
+  static constexpr int kWarpsM = kCfg.warps_m, kWarpsN = kCfg.warps_n;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static_assert(kStages >= 3, "the mainloop waits with cp_async_wait<kStages-2>: one stage in "
+                              "flight while one is read needs at least 3");
+  static_assert(kBK % 16 == 0, "BK is a whole number of k16 mma steps");
+
+  using Element = typename ElementTraits<D>::Element;
+  using A = OperandTraits<Element, kBM, kBK, kStages, kThreads, AKMajor>;
+  using B = OperandTraits<Element, kBN, kBK, kStages, kThreads, BKMajor>;
+
+  // Each warp covers 16 x 16 per atom step (N permuted to 16 so one ldmatrix.x4 feeds two
+  // 16x8x16 atoms of B); the tiled MMA repeats over the block tile.
+  using TiledMma = TiledMMA<MMA_Atom<typename ElementTraits<D>::MmaOp>,
+                            Layout<Shape<Int<kWarpsM>, Int<kWarpsN>, _1>>,
+                            Tile<Int<16 * kWarpsM>, Int<16 * kWarpsN>, _16>>;
+  static_assert(kBM % (16 * kWarpsM) == 0 && kBN % (16 * kWarpsN) == 0, "warps tile the block");
+
+  // Epilogue staging: row-major with 8 elements of padding, so the 4-byte accumulator-pair
+  // stores of a warp (8 rows x 4 columns) land in 32 different banks and rows stay 16-byte aligned.
+  using SmemLayoutC = Layout<Shape<Int<kBM>, Int<kBN>>, Stride<Int<kBN + 8>, _1>>;
+  static auto gmem_copy_c() {
+    constexpr int kThrN = kBN / A::kVec;
+    static_assert(kThreads % kThrN == 0 && kBM % (kThreads / kThrN) == 0, "C copy tiling");
+    return make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
+                           Layout<Shape<Int<kThreads / kThrN>, Int<kThrN>>, Stride<Int<kThrN>, _1>>{},
+                           Layout<Shape<_1, Int<A::kVec>>>{});
+  }
+  using GmemCopyC = decltype(gmem_copy_c());
+
+  static constexpr int kSmemAB = int(cosize(typename A::SmemLayout{}) + cosize(typename B::SmemLayout{}));
+  static constexpr int kSmemC = int(cosize(SmemLayoutC{}));
+  static constexpr int kSmemBytes = int(sizeof(Element)) * (kSmemAB > kSmemC ? kSmemAB : kSmemC);
+};
+
+}  // namespace cute_gemm::sm80

@@ -1,0 +1,33 @@
+// The order in which thread blocks visit output tiles. One definition for every kernel family;
+// cute_gemm/tile_order.py mirrors it in Python and tests/test_tile_order.py checks both agree
+// with the rules (a bijection onto the tile grid; a group walks down its columns).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CUTE_GEMM_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define CUTE_GEMM_HOST_DEVICE inline
+#endif
+
+namespace cute_gemm {
+
+struct TileCoord {
+  int m;
+  int n;
+};
+
+// Grouped ("GROUP_SIZE_M") order: consecutive block ids fill a column of `group` tile rows before
+// moving to the next column, so the blocks resident at one time share a few A row-panels and
+// B column-panels in L2 instead of streaming all of B for every row of tiles.
+CUTE_GEMM_HOST_DEVICE TileCoord grouped_tile(int64_t pid, int num_m, int num_n, int group) {
+  const int64_t num_in_group = int64_t(group) * num_n;
+  const int64_t first_m = (pid / num_in_group) * group;
+  const int64_t rows_left = num_m - first_m;
+  const int64_t gsize = rows_left < group ? rows_left : group;  // the last group may be short
+  const int64_t local = pid % num_in_group;
+  return {int(first_m + local % gsize), int(local / gsize)};
+}
+
+}  // namespace cute_gemm

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The one-call routine for the lent GPU machine (see ../shared/GPU.md): build for the GPU that is
+# there, run the GPU tests and the benchmark, leave logs in $OUT. Run from the repository root:
+#   bash scripts/gpu_check.sh [pytest args] [-- bench args]
+# That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
+# .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-16}"
+export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0a}"   # the H100 only: half the compile
+pytest_args=(); bench_args=(); seen=0
+for a in "$@"; do
+  if [ "$a" = "--" ]; then seen=1; elif [ $seen = 0 ]; then pytest_args+=("$a"); else bench_args+=("$a"); fi
+done
+
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cutlass-*.whl || exit 1
+export CUTLASS_PATH=/tmp/site/cutlass_library/source
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv | tee "$OUT/gpu.txt"
+
+start=$(date +%s)
+CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.log" 2>&1 \
+  || { tail -n 80 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+echo "build: $(( $(date +%s) - start )) s"
+grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20
+
+python3 -P -m pytest -q -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 | tee "$OUT/tests.log" | tail -n 40
+python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"

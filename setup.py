@@ -1,0 +1,79 @@
+"""Build cute_gemm's CUDA extension with torch.utils.cpp_extension (ninja).
+
+Environment:
+  CUTLASS_PATH            a CUTLASS checkout (else third_party/cutlass, else PyPI nvidia-cutlass)
+  TORCH_CUDA_ARCH_LIST    target arches (default: the visible GPUs, else "8.0;9.0a")
+  MAX_JOBS                parallel compile jobs (ninja)
+  CUTE_GEMM_PTXAS_VERBOSE=1   print registers / spills per kernel
+"""
+
+import importlib.util
+import os
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).resolve().parent
+
+# The package is not importable before it is built: load the path rules from their file.
+_spec = importlib.util.spec_from_file_location("_build_paths", ROOT / "cute_gemm" / "_build_paths.py")
+build_paths = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_paths)
+
+# torch reads CUDA_HOME once, at import: settle it first.
+_cuda_home = build_paths.find_cuda_home()
+if _cuda_home and not os.environ.get("CUDA_HOME"):
+    os.environ["CUDA_HOME"] = _cuda_home
+
+import torch  # noqa: E402
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension  # noqa: E402
+
+capabilities = (
+    [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
+    if torch.cuda.is_available()
+    else []
+)
+os.environ["TORCH_CUDA_ARCH_LIST"] = build_paths.default_arch_list(os.environ, capabilities)
+cutlass_include, cutlass_origin = build_paths.find_cutlass_include(repo_root=ROOT)
+extra_includes = build_paths.extra_cuda_includes(CUDA_HOME)
+print(f"cute_gemm: arches {os.environ['TORCH_CUDA_ARCH_LIST']}; CUTLASS from {cutlass_origin} ({cutlass_include})")
+if extra_includes:
+    print(f"cute_gemm: CUDA headers torch needs, from its wheels: {', '.join(map(str, extra_includes))}")
+
+common = ["-O3", "-DNDEBUG"]  # NDEBUG: asserts in CUTLASS headers cost registers and serialize
+# Searched after the toolkit's own include dir: the wheels hold a partial copy of the runtime
+# headers that must not shadow the toolkit's. Only the torch-including .cpp files need them.
+cxx_flags = common + [f for p in extra_includes for f in ("-idirafter", str(p))]
+nvcc_flags = common + [
+    "--expt-relaxed-constexpr",
+    "-lineinfo",
+    # torch disables the half/bfloat16 operators that CuTe's numeric types rely on.
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_HALF2_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+]
+if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE"):
+    nvcc_flags.append("-Xptxas=-v")
+
+sources = ["csrc/bindings.cpp", "csrc/gemm.cpp"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")
+)
+
+setup(
+    name="cute_gemm",
+    version="0.1.0",
+    description="GEMM kernels for PyTorch written with CuTe/CUTLASS",
+    packages=["cute_gemm"],
+    python_requires=">=3.10",
+    ext_modules=[
+        CUDAExtension(
+            name="cute_gemm._C",
+            sources=sources,
+            include_dirs=[str(ROOT / "csrc"), str(cutlass_include)],
+            extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)

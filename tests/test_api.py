@@ -1,0 +1,67 @@
+"""Op registration and argument errors. CPU-only cases run anywhere; the rest need a GPU."""
+
+import pytest
+import torch
+
+import cute_gemm
+
+
+def test_op_is_registered_with_schema():
+    op = torch.ops.cute_gemm.mm.default
+    assert str(op._schema) == "cute_gemm::mm(Tensor a, Tensor b) -> Tensor"
+
+
+def test_cpu_tensors_are_refused_with_the_argument_named():
+    a = torch.randn(4, 8, dtype=torch.bfloat16)
+    b = torch.randn(8, 3, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"mm: a must be a CUDA tensor, got device cpu"):
+        cute_gemm.mm(a, b)
+
+
+def test_non_tensor_argument_is_a_type_error():
+    with pytest.raises(TypeError):
+        cute_gemm.mm([[1.0]], torch.randn(1, 1))
+
+
+def test_meta_tensors_give_the_output_shape():
+    a = torch.empty(5, 7, dtype=torch.float16, device="meta")
+    b = torch.empty(7, 3, dtype=torch.float16, device="meta")
+    out = torch.ops.cute_gemm.mm(a, b)
+    assert out.shape == (5, 3) and out.dtype == torch.float16 and out.device.type == "meta"
+
+
+def _cuda(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape, device="cuda").to(dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "make, exc, pattern",
+    [
+        (lambda: (_cuda(4, 8), torch.randn(8, 3, dtype=torch.bfloat16)), ValueError,
+         r"mm: b must be a CUDA tensor, got device cpu"),
+        (lambda: (_cuda(4, 8, dtype=torch.float32), _cuda(8, 3, dtype=torch.float32)), TypeError,
+         r"mm: a must be float16 or bfloat16, got Float"),
+        (lambda: (_cuda(4, 8, dtype=torch.float16), _cuda(8, 3)), TypeError,
+         r"mm: a and b must have the same dtype, got a Half and b BFloat16"),
+        (lambda: (_cuda(4, 8), torch.randint(0, 3, (8, 3), device="cuda")), TypeError,
+         r"mm: b must be float16 or bfloat16, got Long"),
+        (lambda: (_cuda(8), _cuda(8, 3)), ValueError, r"mm: a must be 2-D \(M, K\), got shape \[8\]"),
+        (lambda: (_cuda(4, 8), _cuda(2, 8, 3)), ValueError, r"mm: b must be 2-D \(K, N\), got shape \[2, 8, 3\]"),
+        (lambda: (_cuda(4, 8), _cuda(9, 3)), ValueError,
+         r"mm: a's columns \(K\) must equal b's rows, got a \[4, 8\] and b \[9, 3\]"),
+        (lambda: (_cuda(4, 8).to_sparse(), _cuda(8, 3)), ValueError, r"mm: a must be a dense \(strided\) tensor"),
+    ],
+)
+def test_bad_inputs_raise_clear_errors(make, exc, pattern):
+    a, b = make()
+    with pytest.raises(exc, match=pattern):
+        cute_gemm.mm(a, b)
+    torch.cuda.synchronize()  # the context is still usable
+
+
+@pytest.mark.gpu
+def test_opcheck():
+    a = _cuda(33, 72, dtype=torch.float16)
+    b = _cuda(72, 40, dtype=torch.float16)
+    torch.library.opcheck(torch.ops.cute_gemm.mm.default, (a, b))

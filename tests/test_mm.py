@@ -1,0 +1,143 @@
+"""GPU correctness of cute_gemm.mm against a float64 reference, over shapes, layouts and dtypes."""
+
+import itertools
+
+import pytest
+import torch
+
+import cute_gemm
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float16, torch.bfloat16]
+# Bound on ||out - ref|| / ||ref||: rounding of the output to the dtype dominates (fp32 accumulate).
+REL_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+# a: "n" = row-major (M, K), "t" = x.t() of a (K, M) tensor; b: "n" = row-major (K, N), "t" = w.t() of (N, K).
+LAYOUTS = ["nn", "nt", "tn", "tt"]
+SHAPES = [  # (M, N, K)
+    (1, 1, 1),
+    (7, 7, 7),
+    (1, 4096, 8192),       # one row
+    (4097, 1, 129),        # one column
+    (127, 129, 127),
+    (129, 127, 131),
+    (574, 574, 574),
+    (1000, 1000, 1000),
+    (4097, 520, 33),
+    (256, 384, 8192),      # long K
+    (8192, 64, 72),        # tall-skinny
+    (64, 8192, 56),        # short-wide
+    (640, 1280, 1024),     # aligned, several tiles of each config
+]
+
+
+def make_operand(rows, cols, major, dtype):
+    """A (rows, cols) operand: row-major ("n") or the transposed view of a (cols, rows) tensor ("t")."""
+    if major == "n":
+        return torch.randn(rows, cols, device="cuda").to(dtype)
+    return torch.randn(cols, rows, device="cuda").to(dtype).t()
+
+
+def poisoned_mm(a, b):
+    """Run mm into memory that was just filled with NaN, so an unwritten element shows up."""
+    m, n = a.shape[0], b.shape[1]
+    poison = torch.full((m, n), float("nan"), dtype=a.dtype, device=a.device)
+    ptr = poison.data_ptr()
+    del poison  # the caching allocator hands this block to mm's output
+    out = cute_gemm.mm(a, b)
+    if m * n > 0:
+        assert out.data_ptr() == ptr, "poisoning did not reach the output allocation"
+    return out
+
+
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def check(a, b):
+    out = poisoned_mm(a, b)
+    assert out.shape == (a.shape[0], b.shape[1]) and out.dtype == a.dtype and out.is_contiguous()
+    ref = a.double() @ b.double()
+    assert not out.isnan().any(), "unwritten (NaN-poisoned) or NaN output elements"
+    err = rel_err(out, ref)
+    err_torch = rel_err(torch.mm(a, b), ref)
+    assert err <= REL_BOUND[a.dtype], (err, err_torch)
+    # Same rounding budget as cuBLAS: an fp16 accumulator or a dropped k-block would blow this.
+    assert err <= 2 * err_torch + 1e-5, (err, err_torch)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_mm_matches_reference(shape, layout, dtype):
+    torch.manual_seed(hash((shape, layout, str(dtype))) % 2**31)
+    m, n, k = shape
+    a = make_operand(m, k, layout[0], dtype)
+    b = make_operand(k, n, layout[1], dtype)
+    out = check(a, b)
+    # Deterministic: the same inputs give the same bits.
+    assert torch.equal(out, cute_gemm.mm(a, b))
+
+
+@pytest.mark.parametrize("config", ["0", "1"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_tile_config(config, layout, monkeypatch):
+    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", config)
+    for (m, n, k), dtype in itertools.product([(300, 520, 200), (129, 257, 4104)], DTYPES):
+        check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
+
+
+def test_bad_config_env_is_an_error(monkeypatch):
+    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "7")
+    a = make_operand(8, 8, "n", torch.float16)
+    with pytest.raises(ValueError, match="CUTE_GEMM_SM80_CONFIG must be an integer in"):
+        cute_gemm.mm(a, a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_strided_and_offset_views(dtype):
+    """Inputs the fast path cannot read in place still give the right answer (padded copy)."""
+    base_a = torch.randn(300, 521, device="cuda").to(dtype)
+    base_b = torch.randn(700, 260, device="cuda").to(dtype)
+    cases = [
+        (base_a[:, 1:257], base_b[3:259, :200]),             # storage offsets breaking 16-byte alignment
+        (base_a[::2, :256], base_b[:256:1, ::3]),            # row step 2; column stride 3
+        (base_a[:, :300].t()[1:, :], base_b[:300, 4:68]),    # transposed view with an offset
+        (torch.randn(1, 264, device="cuda").to(dtype).expand(100, 264),
+         torch.randn(264, 1, device="cuda").to(dtype).expand(264, 72)),  # stride-0 (expanded)
+        (base_a[:64, :123], base_b[:123, :77]),              # K and N not multiples of 8, ld aligned
+    ]
+    for a, b in cases:
+        check(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_empty_and_zero_k(dtype):
+    a = torch.randn(0, 16, device="cuda").to(dtype)
+    b = torch.randn(16, 5, device="cuda").to(dtype)
+    assert cute_gemm.mm(a, b).shape == (0, 5)
+    assert cute_gemm.mm(b.t(), torch.randn(16, 0, device="cuda").to(dtype)).shape == (5, 0)
+    out = poisoned_mm(torch.randn(6, 0, device="cuda").to(dtype), torch.randn(0, 9, device="cuda").to(dtype))
+    assert out.shape == (6, 9) and torch.equal(out, torch.zeros_like(out))
+
+
+def test_runs_on_the_current_stream():
+    a = make_operand(512, 512, "n", torch.bfloat16)
+    b = make_operand(512, 512, "t", torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = cute_gemm.mm(a, b)
+    side.synchronize()
+    assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[torch.bfloat16]
+
+
+def test_nan_and_inf_propagate_like_torch():
+    a = make_operand(64, 64, "n", torch.float16)
+    b = make_operand(64, 64, "n", torch.float16)
+    a[3, 5] = float("nan")
+    b[7, 9] = float("inf")
+    ours, theirs = cute_gemm.mm(a, b), torch.mm(a, b)
+    assert torch.equal(ours.isnan(), theirs.isnan())
+    assert torch.equal(ours.isinf(), theirs.isinf())
