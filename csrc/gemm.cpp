@@ -83,14 +83,14 @@ Launcher sm80_launcher(DType d, bool ak, bool bk, int cfg) {
   return kSm80Table[((int(d) * 2 + int(ak)) * 2 + int(bk)) * C + cfg];
 }
 
-// CUTE_GEMM_SM80_CONFIG=<row of csrc/sm80/configs.h> pins the tile (benchmarks, tests).
-int forced_config() {
-  const char* env = std::getenv("CUTE_GEMM_SM80_CONFIG");
+// An integer knob from the environment (benchmarks and tests pin choices with these), or -1.
+int env_int(const char* name, int lo, int hi) {
+  const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return -1;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  TORCH_CHECK_VALUE(*end == '\0' && v >= 0 && v < sm80::kNumConfigs, "CUTE_GEMM_SM80_CONFIG must be an integer in [0, ",
-                    sm80::kNumConfigs, "), got '", env, "'");
+  TORCH_CHECK_VALUE(*end == '\0' && v >= lo && v <= hi, name, " must be an integer in [", lo, ", ", hi, "], got '",
+                    env, "'");
   return int(v);
 }
 
@@ -144,8 +144,11 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   p.ldc = N;
   p.c_vector_ok = N % kVec == 0;  // c is freshly allocated, so its base is aligned
 
-  const int forced = forced_config();
+  // CUTE_GEMM_SM80_CONFIG=<row of csrc/sm80/configs.h>, CUTE_GEMM_GROUP_M=<tile rows per group>.
+  const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
   const int cfg = forced >= 0 ? forced : sm80::choose_config(p.m, p.n, prop->multiProcessorCount);
+  const int group = env_int("CUTE_GEMM_GROUP_M", 1, 64);
+  p.group_m = group > 0 ? group : 8;
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaError_t err =
       sm80_launcher(dtype, A.k_major, B.k_major, cfg)(p, at::cuda::getCurrentCUDAStream().stream());

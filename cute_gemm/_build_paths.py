@@ -146,3 +146,13 @@ def default_arch_list(env: Mapping[str, str], capabilities: Sequence[tuple[int, 
         arch = f"{major}.{minor}" + ("a" if (major, minor) == (9, 0) else "")
         archs.append(arch)
     return ";".join(archs)
+
+
+def sm80_config_names(configs_h: Path | str) -> list[str]:
+    """Names of the rows of kConfigs in csrc/sm80/configs.h, in index order."""
+    import re
+
+    rows = re.findall(r'/\*\s*(\d+)\s*\*/\s*\{[^}]*"([^"]+)"\s*\}', Path(configs_h).read_text())
+    if [int(i) for i, _ in rows] != list(range(len(rows))) or not rows:
+        raise ValueError(f"{configs_h}: kConfigs rows must be numbered /* 0 */, /* 1 */, ... one per line")
+    return [name for _, name in rows]

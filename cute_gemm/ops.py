@@ -13,7 +13,16 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a: (M, K), b: (K, N), same dtype and device; any strides. Returns a new contiguous (M, N)
     tensor of that dtype. M or N = 0 gives an empty result, K = 0 gives zeros.
     """
+    _require_tensor("mm", "a", a)
+    _require_tensor("mm", "b", b)
     return torch.ops.cute_gemm.mm.default(a, b)
+
+
+def _require_tensor(op: str, name: str, value) -> None:
+    # For a non-tensor the dispatcher raises a RuntimeError about casting; a Python caller
+    # expects a TypeError that names the argument.
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
 
 
 @torch.library.register_fake("cute_gemm::mm")

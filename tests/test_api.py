@@ -19,8 +19,10 @@ def test_cpu_tensors_are_refused_with_the_argument_named():
 
 
 def test_non_tensor_argument_is_a_type_error():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="mm: a must be a torch.Tensor, got list"):
         cute_gemm.mm([[1.0]], torch.randn(1, 1))
+    with pytest.raises(TypeError, match="mm: b must be a torch.Tensor, got int"):
+        cute_gemm.mm(torch.randn(1, 1), 3)
 
 
 def test_meta_tensors_give_the_output_shape():

@@ -1,12 +1,15 @@
 """GPU correctness of cute_gemm.mm against a float64 reference, over shapes, layouts and dtypes."""
 
 import itertools
+from pathlib import Path
 
 import pytest
 import torch
 
 import cute_gemm
+from cute_gemm._build_paths import sm80_config_names
 
+SM80_CONFIGS = sm80_config_names(Path(__file__).resolve().parent.parent / "csrc" / "sm80" / "configs.h")
 pytestmark = pytest.mark.gpu
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -80,7 +83,7 @@ def test_mm_matches_reference(shape, layout, dtype):
     assert torch.equal(out, cute_gemm.mm(a, b))
 
 
-@pytest.mark.parametrize("config", ["0", "1"])
+@pytest.mark.parametrize("config", [str(i) for i in range(len(SM80_CONFIGS))], ids=SM80_CONFIGS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_tile_config(config, layout, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", config)
@@ -89,9 +92,9 @@ def test_every_tile_config(config, layout, monkeypatch):
 
 
 def test_bad_config_env_is_an_error(monkeypatch):
-    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "7")
+    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "99")
     a = make_operand(8, 8, "n", torch.float16)
-    with pytest.raises(ValueError, match="CUTE_GEMM_SM80_CONFIG must be an integer in"):
+    with pytest.raises(ValueError, match=r"CUTE_GEMM_SM80_CONFIG must be an integer in \[0, "):
         cute_gemm.mm(a, a)
 
 

@@ -11,11 +11,14 @@ struct TileConfig {
   const char* name;
 };
 
-// Both keep a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4, the
-// ratio that keeps the tensor cores fed from shared memory.
+// Every row keeps a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4,
+// the ratio that keeps the tensor cores fed from shared memory. Rows are parsed by
+// csrc/instantiations/generate.py and the tests: keep one row per line, "/* index */ {...}".
 inline constexpr TileConfig kConfigs[] = {
-    /* 0 */ {128, 256, 32, 4, 2, 4, "128x256x32_s4_w8"},  // many tiles: fewest bytes per FLOP
-    /* 1 */ {128, 128, 32, 4, 2, 2, "128x128x32_s4_w4"},  // few tiles: twice as many blocks
+    /* 0 */ {128, 256, 64, 3, 2, 4, "128x256x64_s3_w8"},
+    /* 1 */ {128, 128, 64, 3, 2, 2, "128x128x64_s3_w4"},
+    /* 2 */ {128, 128, 32, 4, 2, 2, "128x128x32_s4_w4"},
+    /* 3 */ {256, 128, 64, 3, 4, 2, "256x128x64_s3_w8"},
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
