@@ -54,6 +54,7 @@ def _cuda(*shape, dtype=torch.bfloat16):
          r"mm: a's columns \(K\) must equal b's rows, got a \[4, 8\] and b \[9, 3\]"),
         (lambda: (_cuda(4, 8).to_sparse(), _cuda(8, 3)), ValueError, r"mm: a must be a dense \(strided\) tensor"),
     ],
+    ids=["b_on_cpu", "float32", "mixed_dtypes", "int64", "a_1d", "b_3d", "k_mismatch", "sparse"],
 )
 def test_bad_inputs_raise_clear_errors(make, exc, pattern):
     a, b = make()
