@@ -20,8 +20,12 @@ TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) {
   m.impl("mm", &cute_gemm::mm);
 }
 
-// CPU tensors reach the same checks, so the error names the argument and the rule instead of
-// the dispatcher's "could not run with arguments from the CPU backend".
-TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) {
-  m.impl("mm", &cute_gemm::mm);
-}
+// CPU and sparse tensors reach the same checks, so the error names the argument and the rule
+// instead of the dispatcher's "could not run with arguments from the ... backend".
+#define CUTE_GEMM_CHECKS_ONLY(KEY) \
+  TORCH_LIBRARY_IMPL(cute_gemm, KEY, m) { m.impl("mm", &cute_gemm::mm); }
+CUTE_GEMM_CHECKS_ONLY(CPU)
+CUTE_GEMM_CHECKS_ONLY(SparseCPU)
+CUTE_GEMM_CHECKS_ONLY(SparseCUDA)
+CUTE_GEMM_CHECKS_ONLY(SparseCsrCPU)
+CUTE_GEMM_CHECKS_ONLY(SparseCsrCUDA)

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "gemm_params.h"
 #include "sm80/configs.h"
@@ -20,6 +21,17 @@ namespace {
 constexpr int64_t kVec = 8;  // 16-bit elements per 16-byte vector
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Numbers in messages are formatted with std::to_string, never through std::ostream: an
+// extension built by a toolchain that links its own libstdc++ copy (seen on the lent H100's
+// /opt/gcc) crashes formatting integers with the other copy's locale facets.
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string shape_str(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + num(sizes[i]);
+  return s + "]";
+}
 
 // One operand seen as an (MN, K) matrix: A itself, or B transposed.
 struct Operand {
@@ -89,7 +101,7 @@ int env_int(const char* name, int lo, int hi) {
   if (env == nullptr || *env == '\0') return -1;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  TORCH_CHECK_VALUE(*end == '\0' && v >= lo && v <= hi, name, " must be an integer in [", lo, ", ", hi, "], got '",
+  TORCH_CHECK_VALUE(*end == '\0' && v >= lo && v <= hi, name, " must be an integer in [", num(lo), ", ", num(hi), "], got '",
                     env, "'");
   return int(v);
 }
@@ -98,12 +110,12 @@ void check_operand(const at::Tensor& x, const char* name, const char* shape) {
   TORCH_CHECK_VALUE(x.layout() == at::kStrided, "mm: ", name, " must be a dense (strided) tensor, got layout ",
                     x.layout());
   TORCH_CHECK_VALUE(x.is_cuda(), "mm: ", name, " must be a CUDA tensor, got device ", x.device());
-  TORCH_CHECK_VALUE(x.dim() == 2, "mm: ", name, " must be 2-D ", shape, ", got shape ", x.sizes());
+  TORCH_CHECK_VALUE(x.dim() == 2, "mm: ", name, " must be 2-D ", shape, ", got shape ", shape_str(x.sizes()));
   TORCH_CHECK_TYPE(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, "mm: ", name,
                    " must be float16 or bfloat16, got ", x.scalar_type());
   for (int d = 0; d < 2; ++d) {
-    TORCH_CHECK_VALUE(x.size(d) <= std::numeric_limits<int>::max(), "mm: ", name, " dimension ", d,
-                      " must be below 2^31, got ", x.size(d));
+    TORCH_CHECK_VALUE(x.size(d) <= std::numeric_limits<int>::max(), "mm: ", name, " dimension ", num(d),
+                      " must be below 2^31, got ", num(x.size(d)));
   }
 }
 
@@ -116,8 +128,8 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
                     " and b on ", b.device());
   TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "mm: a and b must have the same dtype, got a ",
                    a.scalar_type(), " and b ", b.scalar_type());
-  TORCH_CHECK_VALUE(a.size(1) == b.size(0), "mm: a's columns (K) must equal b's rows, got a ", a.sizes(), " and b ",
-                    b.sizes());
+  TORCH_CHECK_VALUE(a.size(1) == b.size(0), "mm: a's columns (K) must equal b's rows, got a ", shape_str(a.sizes()),
+                    " and b ", shape_str(b.sizes()));
 
   const c10::cuda::CUDAGuard guard(a.device());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
@@ -127,7 +139,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
   TORCH_CHECK(prop->major >= 8, "mm: cute_gemm needs a GPU of compute capability 8.0 or newer; ", a.device(),
-              " is ", prop->major, ".", prop->minor);
+              " is ", num(prop->major), ".", num(prop->minor));
 
   const Operand A = prepare_operand(a);
   const Operand B = prepare_operand(b.t());

@@ -18,6 +18,13 @@ def test_cpu_tensors_are_refused_with_the_argument_named():
         cute_gemm.mm(a, b)
 
 
+@pytest.mark.parametrize("to_sparse", [torch.Tensor.to_sparse, torch.Tensor.to_sparse_csr], ids=["coo", "csr"])
+def test_sparse_tensors_are_refused(to_sparse):
+    a = to_sparse(torch.randn(4, 8, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"mm: a must be a dense \(strided\) tensor, got layout Sparse"):
+        cute_gemm.mm(a, torch.randn(8, 3, dtype=torch.float16))
+
+
 def test_non_tensor_argument_is_a_type_error():
     with pytest.raises(TypeError, match="mm: a must be a torch.Tensor, got list"):
         cute_gemm.mm([[1.0]], torch.randn(1, 1))
