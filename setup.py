@@ -41,6 +41,8 @@ if extra_includes:
     print(f"cute_gemm: CUDA headers torch needs, from its wheels: {', '.join(map(str, extra_includes))}")
 
 common = ["-O3", "-DNDEBUG"]  # NDEBUG: asserts in CUTLASS headers cost registers and serialize
+if build_paths.targets_sm90a(os.environ["TORCH_CUDA_ARCH_LIST"]):
+    common.append("-DCUTE_GEMM_HAS_SM90A")  # the host may dispatch to the WGMMA family
 # Searched after the toolkit's own include dir: the wheels hold a partial copy of the runtime
 # headers that must not shadow the toolkit's. Only the torch-including .cpp files need them.
 cxx_flags = common + [f for p in extra_includes for f in ("-idirafter", str(p))]

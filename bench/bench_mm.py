@@ -1,7 +1,7 @@
 """cute_gemm.mm against torch.mm (cuBLAS), same inputs, same run.
 
     python bench/bench_mm.py                       # default suite, fp16 and bf16
-    python bench/bench_mm.py --shapes 4096x4096x4096,574x574x574 --dtype bf16 --configs auto,0,1
+    python bench/bench_mm.py --shapes 4096x4096x4096,574x574x574 --dtype bf16 --variants auto,sm80,sm90:1
 
 Timing: R copies of the operands (together more than 4x the L2) are called in turn inside one
 CUDA graph and the replay time is divided by R, so operands come from HBM, launch gaps vanish
@@ -49,12 +49,34 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return shapes
 
 
+def parse_variants(text: str) -> list[str]:
+    variants = [v.strip() for v in text.split(",") if v.strip()]
+    for v in variants:
+        family, _, row = v.partition(":")
+        if family not in ("auto", "sm80", "sm90") or (row and (family == "auto" or not row.isdigit())):
+            raise argparse.ArgumentTypeError(f"variant '{v}' is not auto, sm80, sm90 or sm80:N / sm90:N")
+    return variants
+
+
+def variant_env(variant: str) -> dict[str, str]:
+    """The CUTE_GEMM_* settings that select one variant (read by the op at call time)."""
+    family, _, row = variant.partition(":")
+    env = {"CUTE_GEMM_FAMILY": family}
+    if row:
+        env[f"CUTE_GEMM_{family.upper()}_CONFIG"] = row
+    return env
+
+
+KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG")
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", type=parse_shapes, default=DEFAULT_SHAPES, help="MxNxK,MxNxK,...")
     ap.add_argument("--dtype", choices=["f16", "bf16", "both"], default="both")
     ap.add_argument("--layout", default="nn", help="a then b: n = row-major, t = transposed view (nn, nt, tn, tt)")
-    ap.add_argument("--configs", default="auto", help="SM80 tile configs to time: auto and/or rows of configs.h")
+    ap.add_argument("--variants", type=parse_variants, default=["auto"],
+                    help="cute_gemm variants to time: auto, a family (sm80, sm90), or family:row of its configs.h")
     ap.add_argument("--json", type=Path, default=Path("bench/out/results.json"), help="where to write results")
     ap.add_argument("--seconds", type=float, default=0.3, help="timed replay time per measurement")
     args = ap.parse_args(argv)
@@ -134,7 +156,7 @@ def main(argv=None) -> int:
     env = environment(torch)
     l2 = env["l2_bytes"] or 50 * 2**20
     dtypes = ["f16", "bf16"] if args.dtype == "both" else [args.dtype]
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    variants = args.variants
     print(f"# {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, CUDA {env['cuda']}, "
           f"cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}; layout {args.layout}")
 
@@ -153,11 +175,10 @@ def main(argv=None) -> int:
             t_torch = graph_time_us(torch, torch.mm, sets, args.seconds)
             row = {"m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
                    "torch_us": t_torch, "torch_tflops": flops / t_torch / 1e6, "cute": {}}
-            for cfg in configs:
-                if cfg == "auto":
-                    os.environ.pop("CUTE_GEMM_SM80_CONFIG", None)
-                else:
-                    os.environ["CUTE_GEMM_SM80_CONFIG"] = cfg
+            for cfg in variants:
+                for knob in KNOBS:
+                    os.environ.pop(knob, None)
+                os.environ.update(variant_env(cfg))
                 out = cute_gemm.mm(*sets[0]).float()
                 err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
                 if not math.isfinite(err) or err > REL_BOUND[dname]:
@@ -165,7 +186,8 @@ def main(argv=None) -> int:
                     continue
                 t = graph_time_us(torch, cute_gemm.mm, sets, args.seconds)
                 row["cute"][cfg] = {"us": t, "tflops": flops / t / 1e6, "x_torch": t_torch / t, "rel_err": err}
-            os.environ.pop("CUTE_GEMM_SM80_CONFIG", None)
+            for knob in KNOBS:
+                os.environ.pop(knob, None)
             rows.append(row)
             cells = "  ".join(
                 f"{c}: WRONG (rel err {r['rel_err']:.2e})" if r.get("wrong")
@@ -176,25 +198,25 @@ def main(argv=None) -> int:
             del sets, ref
             torch.cuda.empty_cache()
 
-    print_table(rows, configs)
+    print_table(rows, variants)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"environment": env, "results": rows}, indent=1))
     print(f"# wrote {args.json}")
     return 1 if any(r.get("wrong") for row in rows for r in row["cute"].values()) else 0
 
 
-def print_table(rows, configs):
+def print_table(rows, variants):
     print()
-    head = f"| dtype | M x N x K | torch.mm TFLOP/s |" + "".join(f" cute[{c}] TFLOP/s | x torch |" for c in configs)
+    head = f"| dtype | M x N x K | torch.mm TFLOP/s |" + "".join(f" cute[{c}] TFLOP/s | x torch |" for c in variants)
     print(head)
-    print("|" + "---|" * (3 + 2 * len(configs)))
+    print("|" + "---|" * (3 + 2 * len(variants)))
     for r in rows:
         cells = ""
-        for c in configs:
+        for c in variants:
             res = r["cute"][c]
             cells += " WRONG | - |" if res.get("wrong") else f" {res['tflops']:.1f} | {res['x_torch']:.2f} |"
         print(f"| {r['dtype']} | {r['m']}x{r['n']}x{r['k']} | {r['torch_tflops']:.1f} |{cells}")
-    for c in configs:
+    for c in variants:
         for d in sorted({r["dtype"] for r in rows}):
             ratios = [r["cute"][c]["x_torch"] for r in rows if r["dtype"] == d and not r["cute"][c].get("wrong")]
             if ratios:

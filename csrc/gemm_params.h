@@ -20,6 +20,7 @@ struct GemmParams {
   int m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int group_m = 8;           // GROUP_SIZE_M of the grouped tile order
+  int grid_limit = 0;        // persistent kernels: most thread blocks to launch (the SM count)
   bool c_vector_ok = false;  // ldc and c's base allow 16-byte stores
 };
 

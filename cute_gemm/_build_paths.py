@@ -148,8 +148,13 @@ def default_arch_list(env: Mapping[str, str], capabilities: Sequence[tuple[int, 
     return ";".join(archs)
 
 
-def sm80_config_names(configs_h: Path | str) -> list[str]:
-    """Names of the rows of kConfigs in csrc/sm80/configs.h, in index order."""
+def targets_sm90a(arch_list: str) -> bool:
+    """Whether a TORCH_CUDA_ARCH_LIST builds sm_90a machine code (the WGMMA kernels need it)."""
+    return any(a.strip().lower().startswith("9.0a") for a in arch_list.replace(" ", ";").split(";"))
+
+
+def config_names(configs_h: Path | str) -> list[str]:
+    """Names of the rows of kConfigs in a csrc/<family>/configs.h, in index order."""
     import re
 
     rows = re.findall(r'/\*\s*(\d+)\s*\*/\s*\{[^}]*"([^"]+)"\s*\}', Path(configs_h).read_text())

@@ -23,5 +23,8 @@ CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps 
 echo "build: $(( $(date +%s) - start )) s"
 grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20
 
-python3 -P -m pytest -q -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 | tee "$OUT/tests.log" | tail -n 40
-python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"
+# Time limits: a kernel that deadlocks must not eat the whole lease.
+timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -q -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 \
+  | tee "$OUT/tests.log" | tail -n 40
+timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
+  | tee "$OUT/bench.log"

@@ -93,3 +93,18 @@ def test_cuda_home_skips_wrapper_dirs(tmp_path):
     assert bp.find_cuda_home({"CUDA_HOME": str(real)}, str(wrapper_root / "bin" / "nvcc")) == str(real)
     found = bp.find_cuda_home({}, str(wrapper_root / "bin" / "nvcc"))
     assert found != str(wrapper_root)  # no headers there: falls through to /usr/local/cuda or None
+
+
+def test_sm90a_detection():
+    assert bp.targets_sm90a("8.0;9.0a")
+    assert bp.targets_sm90a("9.0a+PTX")
+    assert bp.targets_sm90a("8.0 9.0a")
+    assert not bp.targets_sm90a("8.0;9.0")
+    assert not bp.targets_sm90a("")
+
+
+def test_config_tables_parse():
+    repo = Path(__file__).resolve().parent.parent
+    for family in ("sm80", "sm90"):
+        names = bp.config_names(repo / "csrc" / family / "configs.h")
+        assert names and len(set(names)) == len(names)

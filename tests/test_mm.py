@@ -7,9 +7,11 @@ import pytest
 import torch
 
 import cute_gemm
-from cute_gemm._build_paths import sm80_config_names
+from cute_gemm._build_paths import config_names
 
-SM80_CONFIGS = sm80_config_names(Path(__file__).resolve().parent.parent / "csrc" / "sm80" / "configs.h")
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+FAMILIES = ["sm80", "sm90"]
+CONFIGS = [(f, i, name) for f in FAMILIES for i, name in enumerate(config_names(CSRC / f / "configs.h"))]
 pytestmark = pytest.mark.gpu
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -39,6 +41,19 @@ def make_operand(rows, cols, major, dtype):
     if major == "n":
         return torch.randn(rows, cols, device="cuda").to(dtype)
     return torch.randn(cols, rows, device="cuda").to(dtype).t()
+
+
+def use_family(monkeypatch, family):
+    """Force a kernel family for this test (CUTE_GEMM_FAMILY); skip where the GPU lacks it."""
+    if family == "sm90" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", family)
+
+
+@pytest.fixture(params=FAMILIES)
+def family(request, monkeypatch):
+    use_family(monkeypatch, request.param)
+    return request.param
 
 
 def poisoned_mm(a, b):
@@ -73,7 +88,7 @@ def check(a, b):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_mm_matches_reference(shape, layout, dtype):
+def test_mm_matches_reference(shape, layout, dtype, family):
     torch.manual_seed(hash((shape, layout, str(dtype))) % 2**31)
     m, n, k = shape
     a = make_operand(m, k, layout[0], dtype)
@@ -83,23 +98,30 @@ def test_mm_matches_reference(shape, layout, dtype):
     assert torch.equal(out, cute_gemm.mm(a, b))
 
 
-@pytest.mark.parametrize("config", [str(i) for i in range(len(SM80_CONFIGS))], ids=SM80_CONFIGS)
+@pytest.mark.parametrize("family_config", CONFIGS, ids=[f"{f}-{name}" for f, _, name in CONFIGS])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_every_tile_config(config, layout, monkeypatch):
-    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", config)
-    for (m, n, k), dtype in itertools.product([(300, 520, 200), (129, 257, 4104)], DTYPES):
+def test_every_tile_config(family_config, layout, monkeypatch):
+    family, index, _ = family_config
+    use_family(monkeypatch, family)
+    monkeypatch.setenv(f"CUTE_GEMM_{family.upper()}_CONFIG", str(index))
+    for (m, n, k), dtype in itertools.product([(300, 520, 200), (129, 257, 4104), (1024, 768, 512)], DTYPES):
         check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
-def test_bad_config_env_is_an_error(monkeypatch):
-    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "99")
+@pytest.mark.parametrize("var, value, pattern", [
+    ("CUTE_GEMM_SM80_CONFIG", "99", r"CUTE_GEMM_SM80_CONFIG must be an integer in \[0, "),
+    ("CUTE_GEMM_FAMILY", "sm70", r"CUTE_GEMM_FAMILY must be auto, sm80 or sm90, got 'sm70'"),
+])
+def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
+    monkeypatch.setenv(var, value)
     a = make_operand(8, 8, "n", torch.float16)
-    with pytest.raises(ValueError, match=r"CUTE_GEMM_SM80_CONFIG must be an integer in \[0, "):
+    with pytest.raises(ValueError, match=pattern):
         cute_gemm.mm(a, a)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
-def test_strided_and_offset_views(dtype):
+def test_strided_and_offset_views(dtype, family):
     """Inputs the fast path cannot read in place still give the right answer (padded copy)."""
     base_a = torch.randn(300, 521, device="cuda").to(dtype)
     base_b = torch.randn(700, 260, device="cuda").to(dtype)
@@ -125,7 +147,7 @@ def test_empty_and_zero_k(dtype):
     assert out.shape == (6, 9) and torch.equal(out, torch.zeros_like(out))
 
 
-def test_runs_on_the_current_stream():
+def test_runs_on_the_current_stream(family):
     a = make_operand(512, 512, "n", torch.bfloat16)
     b = make_operand(512, 512, "t", torch.bfloat16)
     side = torch.cuda.Stream()
@@ -136,7 +158,7 @@ def test_runs_on_the_current_stream():
     assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[torch.bfloat16]
 
 
-def test_nan_and_inf_propagate_like_torch():
+def test_nan_and_inf_propagate_like_torch(family):
     a = make_operand(64, 64, "n", torch.float16)
     b = make_operand(64, 64, "n", torch.float16)
     a[3, 5] = float("nan")

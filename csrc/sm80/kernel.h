@@ -3,7 +3,6 @@
 // memory. Included only by csrc/instantiations/*.cu.
 #pragma once
 
-#include <atomic>
 #include <cuda_runtime.h>
 
 #include "sm80/launch.h"
@@ -40,9 +39,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
 
   // Global tensors; B is viewed as (N, K) so both operands are (MN, K).
   Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)), make_shape(p.m, p.k),
-                          Tr::A::gmem_stride(p.lda));  // (M,K)
+                          mn_k_stride<Tr::kAKMajor>(p.lda));  // (M,K)
   Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)), make_shape(p.n, p.k),
-                          Tr::B::gmem_stride(p.ldb));  // (N,K)
+                          mn_k_stride<Tr::kBKMajor>(p.ldb));  // (N,K)
   Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_shape(p.m, p.n),
                           make_stride(p.ldc, Int<1>{}));  // (M,N)
   // Identity tensors: the (m, k) coordinate of every element, for predicates.
@@ -164,26 +163,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
   // Shared -> global in 16-byte row vectors; rows past M and columns past N are not written.
   typename Tr::GmemCopyC s2g;
   auto s2g_thr = s2g.get_thread_slice(tid);
-  Tensor tSsC = s2g_thr.partition_S(sC);   // (CPY,CPY_M,CPY_N)
-  Tensor tSgC = s2g_thr.partition_D(gC);   // (CPY,CPY_M,CPY_N)
-  Tensor tScC = s2g_thr.partition_D(gcC);  // (CPY,CPY_M,CPY_N)
-  CUTE_UNROLL
-  for (int i = 0; i < size<1>(tSsC); ++i) {
-    CUTE_UNROLL
-    for (int j = 0; j < size<2>(tSsC); ++j) {
-      const int m = get<0>(tScC(0, i, j));
-      const int n = get<1>(tScC(0, i, j));
-      if (m >= p.m) continue;
-      if (p.c_vector_ok && n + Tr::A::kVec <= p.n) {
-        copy(s2g, tSsC(_, i, j), tSgC(_, i, j));
-      } else {
-        CUTE_UNROLL
-        for (int v = 0; v < size<0>(tSsC); ++v) {
-          if (n + v < p.n) tSgC(v, i, j) = tSsC(v, i, j);
-        }
-      }
-    }
-  }
+  store_tile(s2g, s2g_thr.partition_S(sC), s2g_thr.partition_D(gC), s2g_thr.partition_D(gcC), p.m, p.n,
+             p.c_vector_ok);
 }
 
 template <DType D, bool AKMajor, bool BKMajor, int Cfg>
@@ -192,16 +173,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   auto* kernel = &gemm_kernel<Tr>;
   constexpr int smem = Tr::kSmemBytes;
 
-  // Past 48 KB a kernel must opt in to dynamic shared memory, once per device.
-  static std::atomic<unsigned long long> opted_in{0};
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  const unsigned long long bit = device < 64 ? (1ull << device) : 0ull;
-  if (!(opted_in.load(std::memory_order_relaxed) & bit) || bit == 0) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return e;
-    opted_in.fetch_or(bit, std::memory_order_relaxed);
-  }
+  if (cudaError_t e = opt_in_smem<Tr>(reinterpret_cast<const void*>(kernel), smem); e != cudaSuccess) return e;
 
   const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM;
   const long long num_n = (p.n + Tr::kBN - 1) / Tr::kBN;

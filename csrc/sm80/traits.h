@@ -3,27 +3,17 @@
 #pragma once
 
 #include <cute/tensor.hpp>
-#include <cutlass/numeric_types.h>
 
-#include "gemm_params.h"
+#include "common.h"
 #include "sm80/configs.h"
 
 namespace cute_gemm::sm80 {
 
 using namespace cute;
 
+// fp32 accumulators: fp16 accumulation loses about 10x in accuracy.
 template <DType D>
-struct ElementTraits;
-template <>
-struct ElementTraits<DType::kF16> {
-  using Element = cutlass::half_t;
-  using MmaOp = SM80_16x8x16_F32F16F16F32_TN;  // fp32 accumulate: fp16 accumulation loses ~10x
-};
-template <>
-struct ElementTraits<DType::kBF16> {
-  using Element = cutlass::bfloat16_t;
-  using MmaOp = SM80_16x8x16_F32BF16BF16F32_TN;
-};
+using MmaOp = std::conditional_t<D == DType::kF16, SM80_16x8x16_F32F16F16F32_TN, SM80_16x8x16_F32BF16BF16F32_TN>;
 
 // One operand (A as (M,K) or B as (N,K)) of a BMN x BK tile.
 template <class T, int BMN, int BK, int Stages, int Threads, bool KMajor>
@@ -77,14 +67,6 @@ struct OperandTraits {
   using SmemCopyAtom =
       std::conditional_t<KMajor, Copy_Atom<SM75_U32x4_LDSM_N, T>, Copy_Atom<SM75_U16x8_LDSM_T, T>>;
 
-  // Global layout of the operand as a (MN, K) tensor with one runtime leading dimension.
-  static CUTE_HOST_DEVICE auto gmem_stride(int64_t ld) {
-    if constexpr (KMajor) {
-      return make_stride(ld, Int<1>{});
-    } else {
-      return make_stride(Int<1>{}, ld);
-    }
-  }
 };
 
 template <DType D, bool AKMajor, bool BKMajor, int Cfg>
@@ -92,18 +74,19 @@ struct KernelTraits {
   static constexpr TileConfig kCfg = kConfigs[Cfg];
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
   static constexpr int kWarpsM = kCfg.warps_m, kWarpsN = kCfg.warps_n;
+  static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static_assert(kStages >= 3, "the mainloop waits with cp_async_wait<kStages-2>: one stage in "
                               "flight while one is read needs at least 3");
   static_assert(kBK % 16 == 0, "BK is a whole number of k16 mma steps");
 
-  using Element = typename ElementTraits<D>::Element;
+  using Element = typename ElementOf<D>::type;
   using A = OperandTraits<Element, kBM, kBK, kStages, kThreads, AKMajor>;
   using B = OperandTraits<Element, kBN, kBK, kStages, kThreads, BKMajor>;
 
   // Each warp covers 16 x 16 per atom step (N permuted to 16 so one ldmatrix.x4 feeds two
   // 16x8x16 atoms of B); the tiled MMA repeats over the block tile.
-  using TiledMma = TiledMMA<MMA_Atom<typename ElementTraits<D>::MmaOp>,
+  using TiledMma = TiledMMA<MMA_Atom<MmaOp<D>>,
                             Layout<Shape<Int<kWarpsM>, Int<kWarpsN>, _1>>,
                             Tile<Int<16 * kWarpsM>, Int<16 * kWarpsN>, _16>>;
   static_assert(kBM % (16 * kWarpsM) == 0 && kBN % (16 * kWarpsN) == 0, "warps tile the block");

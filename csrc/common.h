@@ -1,0 +1,80 @@
+// CuTe-level pieces shared by every kernel family: element types, the (MN, K) view of an
+// operand, and the predicated store of a staged C tile.
+#pragma once
+
+#include <atomic>
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+#include "gemm_params.h"
+
+namespace cute_gemm {
+
+template <DType D>
+struct ElementOf;
+template <>
+struct ElementOf<DType::kF16> {
+  using type = cutlass::half_t;
+};
+template <>
+struct ElementOf<DType::kBF16> {
+  using type = cutlass::bfloat16_t;
+};
+
+// Stride of an operand viewed as (MN, K) with one runtime leading dimension (see GemmParams).
+template <bool KMajor>
+CUTE_HOST_DEVICE auto mn_k_stride(int64_t ld) {
+  if constexpr (KMajor) {
+    return cute::make_stride(ld, cute::Int<1>{});
+  } else {
+    return cute::make_stride(cute::Int<1>{}, ld);
+  }
+}
+
+// Shared -> global store of a C tile that a TiledCopy of 16-byte vectors along N partitions.
+// Rows past m_bound and columns past n_bound are not written; where the row is not 16-byte
+// aligned (vector_ok false) or the vector crosses N, elements are stored one by one.
+template <class Copy, class TS, class TG, class TC>
+CUTE_DEVICE void store_tile(Copy const& s2g, TS const& tSsC, TG&& tSgC, TC const& tScC, int m_bound, int n_bound,
+                            bool vector_ok) {
+  using namespace cute;
+  constexpr int kVec = decltype(size<0>(tSsC))::value;
+  CUTE_UNROLL
+  for (int i = 0; i < size<1>(tSsC); ++i) {
+    CUTE_UNROLL
+    for (int j = 0; j < size<2>(tSsC); ++j) {
+      const int m = get<0>(tScC(0, i, j));
+      const int n = get<1>(tScC(0, i, j));
+      if (m >= m_bound) continue;
+      if (vector_ok && n + kVec <= n_bound) {
+        copy(s2g, tSsC(_, i, j), tSgC(_, i, j));
+      } else {
+        CUTE_UNROLL
+        for (int v = 0; v < kVec; ++v) {
+          if (n + v < n_bound) tSgC(v, i, j) = tSsC(v, i, j);
+        }
+      }
+    }
+  }
+}
+
+// Past 48 KB a kernel must opt in to dynamic shared memory, once per device. Tag: one flag set
+// per kernel instantiation (its traits type).
+template <class Tag>
+cudaError_t opt_in_smem(const void* kernel, int bytes) {
+  static std::atomic<unsigned long long> opted_in{0};  // bit d: done on device d
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  const unsigned long long bit = device < 64 ? (1ull << device) : 0ull;
+  if (bit != 0 && (opted_in.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  opted_in.fetch_or(bit, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+}  // namespace cute_gemm

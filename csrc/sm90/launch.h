@@ -1,0 +1,15 @@
+// Declaration of the SM90 launchers, defined by explicit instantiation in
+// csrc/instantiations/sm90_*.cu. Light on purpose, like sm80/launch.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "gemm_params.h"
+
+namespace cute_gemm::sm90 {
+
+// Persistent: launches min(tiles, p.grid_limit) thread blocks.
+template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+cudaError_t run(const GemmParams& p, cudaStream_t stream);
+
+}  // namespace cute_gemm::sm90
