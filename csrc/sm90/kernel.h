@@ -27,6 +27,7 @@ template <class Tr>
 struct KernelParams {
   typename Tr::TmaA tma_a;
   typename Tr::TmaB tma_b;
+  typename Tr::TmaC tma_c;  // built only when p.c_vector_ok
   GemmParams p;
 };
 
@@ -67,6 +68,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
+    if (p.c_vector_ok) cute::prefetch_tma_descriptor(params.tma_c.get_tma_descriptor());
   }
   __syncthreads();
 
@@ -115,9 +117,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // WGMMA shared-memory descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,BN)
-    Tensor tCsC = thr_mma.partition_C(sC);                                       // (MMA,MMA_M,MMA_N)
-    Tensor acc = thr_mma.partition_fragment_C(sC);                               // (MMA,MMA_M,MMA_N) fp32
+    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});      // (BM,BN) padded
+    Tensor sCt = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutCTma{});  // (BM,BN) swizzled
+    Tensor tCsC = thr_mma.partition_C(sC);                                           // (MMA,MMA_M,MMA_N)
+    Tensor tCsCt = thr_mma.partition_C(sCt);                                         // (MMA,MMA_M,MMA_N)
+    Tensor acc = thr_mma.partition_fragment_C(sC);  // (MMA,MMA_M,MMA_N) fp32
 
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_shape(p.m, p.n),
                             make_stride(p.ldc, Int<1>{}));  // (M,N)
@@ -126,16 +130,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     auto s2g_thr = s2g.get_thread_slice(ctid % 128);
     auto slice = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<kBN>{});
     Tensor tSsC = s2g_thr.partition_S(local_tile(sC, slice, make_coord(consumer, 0)));  // (CPY,CPY_M,CPY_N)
+    Tensor sCslice = local_tile(sCt, slice, make_coord(consumer, 0));                  // (64,BN) swizzled
+    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));                   // (M,N) TMA coordinates
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
 
     for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
 
-      // Main loop: wait for a slot, issue its WGMMAs, wait until at most kMmaInFlight batches
-      // run, and release every slot whose WGMMAs are known complete.
+      // Main loop: wait for a slot, issue its WGMMAs, wait for them, release the slot. The two
+      // consumer warpgroups interleave on the tensor cores, so waiting per k-tile costs little;
+      // keeping one batch in flight instead made ptxas serialize every WGMMA (warning C7514,
+      // measured 5-8 % slower, docs/tuning.md).
       mma.accumulate_ = GMMA::ScaleOut::Zero;
-      warpgroup_fence_operand(acc);
-      int prev_stage = -1;
       for (int kt = 0; kt < k_tiles; ++kt) {
         FullBarrier::wait(&smem.full[ring.stage], ring.phase);
         // The operand fences keep the compiler from touching the accumulators while WGMMAs
@@ -148,32 +154,45 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           mma.accumulate_ = GMMA::ScaleOut::One;
         }
         warpgroup_commit_batch();
-        warpgroup_wait<Tr::kMmaInFlight>();
+        warpgroup_wait<0>();
         warpgroup_fence_operand(acc);
-        if constexpr (Tr::kMmaInFlight == 0) {
-          EmptyBarrier::arrive(&smem.empty[ring.stage]);
-        } else {
-          if (prev_stage >= 0) EmptyBarrier::arrive(&smem.empty[prev_stage]);
-          prev_stage = ring.stage;
-        }
+        EmptyBarrier::arrive(&smem.empty[ring.stage]);
         ring.advance();
       }
-      warpgroup_wait<0>();
-      if (prev_stage >= 0) EmptyBarrier::arrive(&smem.empty[prev_stage]);
-      warpgroup_fence_operand(acc);
 
-      // Epilogue: this warpgroup's 64 rows through shared memory, then 16-byte stores. The first
-      // barrier keeps the previous tile's readers of sC ahead of these writes.
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc); ++i) {
-        tCsC(i) = T(acc(i));
+      // Epilogue, on this warpgroup's 64-row slice. The first barrier keeps the previous
+      // tile's readers of the staging buffer (threads, or the TMA store) ahead of these writes.
+      const bool leader = ctid % 128 == 0;
+      if (p.c_vector_ok) {
+        if (leader) tma_store_wait<0>();
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); ++i) {
+          tCsCt(i) = T(acc(i));
+        }
+        tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        if (leader) {
+          Tensor gC = local_tile(mCt, slice, make_coord(tile.m * Tr::kConsumers + consumer, tile.n));
+          auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCslice),
+                                            group_modes<0, 2>(gC));
+          copy(params.tma_c, tTsC, tTgC);
+          tma_store_arrive();
+        }
+      } else {
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); ++i) {
+          tCsC(i) = T(acc(i));
+        }
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        auto coord = make_coord(tile.m * Tr::kConsumers + consumer, tile.n);
+        store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
+                   s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, false);
       }
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      auto coord = make_coord(tile.m * (kBM / Tr::kRowsPerConsumer) + consumer, tile.n);
-      store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
-                 s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, p.c_vector_ok);
     }
+    // The TMA store reads shared memory asynchronously: finish before the block exits.
+    if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
   }
 #else
   // Built for an arch without WGMMA: the host launches this family only on sm_90 devices and only
@@ -198,7 +217,13 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   KernelParams<Tr> params{
       make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
       make_tma_atom(SM90_TMA_LOAD{}, mB, typename Tr::SmemLayoutB{}(_, _, 0), make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{})),
+      {},
       p};
+  if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
+    Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_layout(make_shape(p.m, p.n), make_stride(p.ldc, Int<1>{})));
+    params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCSlice{},
+                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kBN>{}));
+  }
 
   const long long tiles = (long long)((p.m + Tr::kBM - 1) / Tr::kBM) * ((p.n + Tr::kBN - 1) / Tr::kBN);
   const int grid = int(tiles < p.grid_limit ? tiles : p.grid_limit);

@@ -18,8 +18,6 @@ struct KernelTraits {
   static constexpr TileConfig kCfg = kConfigs[Cfg];
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
-  static constexpr int kMmaInFlight = kCfg.mma_batches_in_flight;
-  static_assert(kMmaInFlight == 0 || kMmaInFlight == 1, "the slot release below assumes 0 or 1");
   static constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0 loads, the rest compute
   static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
   static_assert(kBK * sizeof(Element) == 128, "one 128-byte swizzle row per K-major tile row");
@@ -51,10 +49,19 @@ struct KernelTraits {
                                       make_shape(Int<kBN>{}, Int<kBK>{})));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
-  // Epilogue staging, as in SM80: padded rows so accumulator-pair stores are conflict-free and
-  // rows stay 16-byte aligned; each consumer stores its own 64-row slice with 16-byte vectors.
-  using SmemLayoutC = Layout<Shape<Int<kBM>, Int<kBN>>, Stride<Int<kBN + 8>, _1>>;
+  // Epilogue. With 16-byte aligned C rows: each consumer writes its 64-row slice in the 128-byte
+  // swizzle (conflict-free accumulator-pair stores) and one thread TMA-stores it asynchronously,
+  // so the next tile's main loop starts at once; TMA clips rows and columns past M and N.
+  // Otherwise: padded rows as in SM80 and predicated element/vector stores by every thread.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
+  using SmemLayoutCSlice = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                                  make_shape(Int<kRowsPerConsumer>{}, Int<kBN>{})));
+  using SmemLayoutCTma = decltype(tile_to_shape(SmemLayoutCSlice{}, make_shape(Int<kBM>{}, Int<kBN>{})));
+  using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)),
+                                           Layout<Shape<int, int>, Stride<int64_t, _1>>{}));
+  using TmaC = decltype(make_tma_atom(SM90_TMA_STORE{}, std::declval<GmemTensorC>(), SmemLayoutCSlice{},
+                                      make_shape(Int<kRowsPerConsumer>{}, Int<kBN>{})));
+  using SmemLayoutC = Layout<Shape<Int<kBM>, Int<kBN>>, Stride<Int<kBN + 8>, _1>>;
   static auto gmem_copy_c() {
     constexpr int kVec = 16 / sizeof(Element);
     constexpr int kThrN = kBN / kVec;
@@ -64,11 +71,13 @@ struct KernelTraits {
                            Layout<Shape<_1, Int<kVec>>>{});
   }
   using GmemCopyC = decltype(gmem_copy_c());
+  static constexpr int kSmemCElems = cosize_v<SmemLayoutC> > cosize_v<SmemLayoutCTma> ? cosize_v<SmemLayoutC>
+                                                                                       : cosize_v<SmemLayoutCTma>;
 
   struct SharedStorage {
     alignas(1024) Element a[cosize_v<SmemLayoutA>];  // 128-byte swizzle atoms need 1024-byte alignment
     alignas(1024) Element b[cosize_v<SmemLayoutB>];
-    alignas(16) Element c[cosize_v<SmemLayoutC>];
+    alignas(1024) Element c[kSmemCElems];  // either C layout above; 1024: the swizzled one
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
   };
