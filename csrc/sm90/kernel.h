@@ -8,8 +8,10 @@
 // Included only by csrc/instantiations/sm90_*.cu.
 #pragma once
 
+#include <algorithm>
 #include <cuda_runtime.h>
 
+#include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "sm90/launch.h"
@@ -51,30 +53,47 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBarrier = cutlass::arch::ClusterBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kBK = Tr::kBK, kStages = Tr::kStages;
-  constexpr int kConsumerThreads = 128 * Tr::kConsumers;
   const GemmParams& p = params.p;
 
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                               ~uintptr_t(1023));
 
+  constexpr int kCluster = Tr::kCluster;
   const int warp_group = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
-      FullBarrier::init(&smem.full[s], 1);                   // the producer's arrive + TMA bytes
-      EmptyBarrier::init(&smem.empty[s], kConsumerThreads);  // every consumer thread
+      FullBarrier::init(&smem.full[s], 1);                      // the producer's arrive + TMA bytes
+      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
     if (p.c_vector_ok) cute::prefetch_tma_descriptor(params.tma_c.get_tma_descriptor());
   }
-  __syncthreads();
+  // Barrier inits must be visible to the peer block before it multicasts or arrives here.
+  if constexpr (kCluster > 1) {
+    cute::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
+  // The blocks of a cluster compute vertically adjacent tiles (same B tile): the scheduler walks
+  // "cluster tiles" of kCluster x 1 tiles in the grouped order. A block whose tile lies past M
+  // (odd tile rows) still loads and computes zeros, since its peer needs its half of B; TMA
+  // clips the store.
+  const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
-  const int64_t num_tiles = int64_t(num_m) * num_n;
+  const int num_cm = (num_m + kCluster - 1) / kCluster;
+  const int64_t num_cluster_tiles = int64_t(num_cm) * num_n;
+  const int group = p.group_m / kCluster > 1 ? p.group_m / kCluster : 1;
+  const int64_t first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
+  auto tile_of = [&](int64_t t) {
+    const TileCoord c = grouped_tile(t, num_cm, num_n, group);
+    return TileCoord{c.m * kCluster + rank, c.n};
+  };
   const int k_tiles = (p.k + kBK - 1) / kBK;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -87,21 +106,26 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k));  // (M,K) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k));  // (N,K)
-      for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-        const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
+      for (int64_t t = first; t < num_cluster_tiles; t += step) {
+        const TileCoord tile = tile_of(t);
         Tensor gA = local_tile(mA, make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB, make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
-        auto [tBgB, tBsB] = tma_partition(params.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB),
-                                          group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE)
+        auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
+                                          group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
           // Boxes past M, N or K are zero-filled by TMA and still count their full bytes.
           copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
-          copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
+          if constexpr (kCluster > 1) {
+            copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1)), tBgB(_, kt),
+                 tBsB(_, ring.stage));
+          } else {
+            copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
+          }
           ring.advance();
         }
       }
@@ -109,7 +133,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   } else {
     // ---------------------------------------------------------------- consumers
     cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
-    const int ctid = threadIdx.x - 128;     // 0 .. kConsumerThreads-1
+    const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
     const int consumer = warp_group - 1;    // which 64-row slice of the tile
     typename Tr::TiledMma mma;
     auto thr_mma = mma.get_thread_slice(ctid);
@@ -134,8 +158,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));                   // (M,N) TMA coordinates
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
 
-    for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-      const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
+    const bool release_lane = threadIdx.x % 32 == 0;
+    for (int64_t t = first; t < num_cluster_tiles; t += step) {
+      const TileCoord tile = tile_of(t);
 
       // Main loop: wait for a slot, issue its WGMMAs, wait for them, release the slot. The two
       // consumer warpgroups interleave on the tensor cores, so waiting per k-tile costs little;
@@ -156,7 +181,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(acc);
-        EmptyBarrier::arrive(&smem.empty[ring.stage]);
+        // The batch is complete for the whole warpgroup: one lane per warp releases the slot to
+        // every block of the cluster.
+        CUTE_UNROLL
+        for (int c = 0; c < kCluster; ++c) {
+          if constexpr (kCluster > 1) {
+            EmptyBarrier::arrive(&smem.empty[ring.stage], c, release_lane);
+          } else if (release_lane) {
+            EmptyBarrier::arrive(&smem.empty[ring.stage]);
+          }
+        }
         ring.advance();
       }
 
@@ -194,6 +228,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // The TMA store reads shared memory asynchronously: finish before the block exits.
     if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
   }
+  // The peer may still multicast into this block or arrive on its barriers until it is done.
+  if constexpr (kCluster > 1) cute::cluster_sync();
 #else
   // Built for an arch without WGMMA: the host launches this family only on sm_90 devices and only
   // when the build targeted sm_90a (CUTE_GEMM_HAS_SM90A, set by setup.py).
@@ -216,7 +252,8 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
                           make_layout(make_shape(p.n, p.k), mn_k_stride<BKMajor>(p.ldb)));
   KernelParams<Tr> params{
       make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
-      make_tma_atom(SM90_TMA_LOAD{}, mB, typename Tr::SmemLayoutB{}(_, _, 0), make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{})),
+      make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
+                    make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{}),
       {},
       p};
   if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
@@ -225,9 +262,23 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
                                  make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kBN>{}));
   }
 
-  const long long tiles = (long long)((p.m + Tr::kBM - 1) / Tr::kBM) * ((p.n + Tr::kBN - 1) / Tr::kBN);
-  const int grid = int(tiles < p.grid_limit ? tiles : p.grid_limit);
-  kernel<<<dim3(grid), dim3(Tr::kThreads), smem, stream>>>(params);
+  // Persistent grid: one block per SM, whole clusters, no more clusters than cluster tiles.
+  const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
+  const long long cluster_tiles = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n;
+  const long long clusters = std::min<long long>(cluster_tiles, p.grid_limit / Tr::kCluster);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(clusters * Tr::kCluster));
+  config.blockDim = dim3(Tr::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = Tr::kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 

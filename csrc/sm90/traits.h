@@ -19,6 +19,11 @@ struct KernelTraits {
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0 loads, the rest compute
+  static constexpr int kCluster = kCfg.cluster_m;
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 blocks along M");
+  // Each consumer warp releases a slot once, to the empty barrier of every block in the cluster
+  // (the producers of all of them multicast into this block's slot).
+  static constexpr int kEmptyArrivals = 4 * kConsumers * kCluster;
   static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
   static_assert(kBK * sizeof(Element) == 128, "one 128-byte swizzle row per K-major tile row");
   static_assert(kBM % (64 * kConsumers) == 0, "each consumer warpgroup owns whole 64-row WGMMA atoms");
@@ -45,8 +50,10 @@ struct KernelTraits {
   using GmemTensorB = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayoutB{}));
   using TmaA = decltype(make_tma_atom(SM90_TMA_LOAD{}, std::declval<GmemTensorA>(), SmemLayoutA{}(_, _, 0),
                                       make_shape(Int<kBM>{}, Int<kBK>{})));
-  using TmaB = decltype(make_tma_atom(SM90_TMA_LOAD{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
-                                      make_shape(Int<kBN>{}, Int<kBK>{})));
+  // B is shared by the blocks of a cluster: each loads 1/kCluster of the tile and multicasts it.
+  using TmaLoadB = std::conditional_t<(kCluster > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+  using TmaB = decltype(make_tma_atom(TmaLoadB{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
+                                      make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
   // Epilogue. With 16-byte aligned C rows: each consumer writes its 64-row slice in the 128-byte
