@@ -8,14 +8,12 @@ struct TileConfig {
   int bm, bn, bk;
   int stages;     // shared-memory ring depth
   int consumers;  // math warpgroups; each owns bm / consumers rows of the tile
-  int cluster_m;  // blocks per cluster along M; they share (multicast) each B tile
   const char* name;
 };
 
 // One row per line, "/* index */ {...}": csrc/instantiations/generate.py and the tests parse it.
 inline constexpr TileConfig kConfigs[] = {
-    /* 0 */ {128, 256, 64, 3, 2, 1, "128x256x64_s3_c2"},     // cooperative: 2 x (64x256) per tile
-    /* 1 */ {128, 256, 64, 3, 2, 2, "128x256x64_s3_c2_m2"},  // + 2x1 cluster, B multicast
+    /* 0 */ {128, 256, 64, 4, 2, "128x256x64_s4_c2"},  // cooperative: 2 x (64x256) per tile
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 

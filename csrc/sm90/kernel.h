@@ -8,10 +8,8 @@
 // Included only by csrc/instantiations/sm90_*.cu.
 #pragma once
 
-#include <algorithm>
 #include <cuda_runtime.h>
 
-#include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "sm90/launch.h"
@@ -53,47 +51,30 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBarrier = cutlass::arch::ClusterBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kBK = Tr::kBK, kStages = Tr::kStages;
+  constexpr int kConsumerThreads = 128 * Tr::kConsumers;
   const GemmParams& p = params.p;
 
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                               ~uintptr_t(1023));
 
-  constexpr int kCluster = Tr::kCluster;
   const int warp_group = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
-      FullBarrier::init(&smem.full[s], 1);                      // the producer's arrive + TMA bytes
-      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
+      FullBarrier::init(&smem.full[s], 1);                   // the producer's arrive + TMA bytes
+      EmptyBarrier::init(&smem.empty[s], kConsumerThreads);  // every consumer thread
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
     if (p.c_vector_ok) cute::prefetch_tma_descriptor(params.tma_c.get_tma_descriptor());
   }
-  // Barrier inits must be visible to the peer block before it multicasts or arrives here.
-  if constexpr (kCluster > 1) {
-    cute::cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
-  // The blocks of a cluster compute vertically adjacent tiles (same B tile): the scheduler walks
-  // "cluster tiles" of kCluster x 1 tiles in the grouped order. A block whose tile lies past M
-  // (odd tile rows) still loads and computes zeros, since its peer needs its half of B; TMA
-  // clips the store.
-  const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
-  const int num_cm = (num_m + kCluster - 1) / kCluster;
-  const int64_t num_cluster_tiles = int64_t(num_cm) * num_n;
-  const int group = p.group_m / kCluster > 1 ? p.group_m / kCluster : 1;
-  const int64_t first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
-  auto tile_of = [&](int64_t t) {
-    const TileCoord c = grouped_tile(t, num_cm, num_n, group);
-    return TileCoord{c.m * kCluster + rank, c.n};
-  };
+  const int64_t num_tiles = int64_t(num_m) * num_n;
   const int k_tiles = (p.k + kBK - 1) / kBK;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -106,26 +87,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k));  // (M,K) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k));  // (N,K)
-      for (int64_t t = first; t < num_cluster_tiles; t += step) {
-        const TileCoord tile = tile_of(t);
+      for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
         Tensor gA = local_tile(mA, make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB, make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
-        auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
-                                          group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
+        auto [tBgB, tBsB] = tma_partition(params.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB),
+                                          group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE)
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
           // Boxes past M, N or K are zero-filled by TMA and still count their full bytes.
           copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
-          if constexpr (kCluster > 1) {
-            copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1)), tBgB(_, kt),
-                 tBsB(_, ring.stage));
-          } else {
-            copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
-          }
+          copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
           ring.advance();
         }
       }
@@ -133,7 +109,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   } else {
     // ---------------------------------------------------------------- consumers
     cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
-    const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
+    const int ctid = threadIdx.x - 128;     // 0 .. kConsumerThreads-1
     const int consumer = warp_group - 1;    // which 64-row slice of the tile
     typename Tr::TiledMma mma;
     auto thr_mma = mma.get_thread_slice(ctid);
@@ -141,26 +117,25 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // WGMMA shared-memory descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});      // (BM,BN) padded
-    Tensor sCt = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutCTma{});  // (BM,BN) swizzled
-    Tensor tCsC = thr_mma.partition_C(sC);                                           // (MMA,MMA_M,MMA_N)
-    Tensor tCsCt = thr_mma.partition_C(sCt);                                         // (MMA,MMA_M,MMA_N)
-    Tensor acc = thr_mma.partition_fragment_C(sC);  // (MMA,MMA_M,MMA_N) fp32
+    Tensor sCv = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutCView{});  // (BM,BN) view
+    Tensor tCsC = thr_mma.partition_C(sCv);                                             // (MMA,MMA_M,MMA_N)
+    Tensor acc = thr_mma.partition_fragment_C(sCv);  // (MMA,MMA_M,MMA_N) fp32; MMA_N: column slices
 
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_shape(p.m, p.n),
                             make_stride(p.ldc, Int<1>{}));  // (M,N)
     Tensor cC = make_identity_tensor(shape(mC));
+    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));  // (M,N) TMA coordinates
+    Tensor sCmine = make_tensor(make_smem_ptr(smem.c + consumer * Tr::kSliceElems),
+                                typename Tr::SmemLayoutCSlice{});  // (64,SUBN) this consumer's buffer
     typename Tr::GmemCopyC s2g;
     auto s2g_thr = s2g.get_thread_slice(ctid % 128);
-    auto slice = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<kBN>{});
-    Tensor tSsC = s2g_thr.partition_S(local_tile(sC, slice, make_coord(consumer, 0)));  // (CPY,CPY_M,CPY_N)
-    Tensor sCslice = local_tile(sCt, slice, make_coord(consumer, 0));                  // (64,BN) swizzled
-    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));                   // (M,N) TMA coordinates
+    Tensor tSsC = s2g_thr.partition_S(sCmine);  // (CPY,CPY_M,CPY_N)
+    auto slice = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kSubN>{});
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
+    const bool leader = ctid % 128 == 0;
 
-    const bool release_lane = threadIdx.x % 32 == 0;
-    for (int64_t t = first; t < num_cluster_tiles; t += step) {
-      const TileCoord tile = tile_of(t);
+    for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
 
       // Main loop: wait for a slot, issue its WGMMAs, wait for them, release the slot. The two
       // consumer warpgroups interleave on the tensor cores, so waiting per k-tile costs little;
@@ -181,55 +156,42 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(acc);
-        // The batch is complete for the whole warpgroup: one lane per warp releases the slot to
-        // every block of the cluster.
-        CUTE_UNROLL
-        for (int c = 0; c < kCluster; ++c) {
-          if constexpr (kCluster > 1) {
-            EmptyBarrier::arrive(&smem.empty[ring.stage], c, release_lane);
-          } else if (release_lane) {
-            EmptyBarrier::arrive(&smem.empty[ring.stage]);
-          }
-        }
+        EmptyBarrier::arrive(&smem.empty[ring.stage]);
         ring.advance();
       }
 
-      // Epilogue, on this warpgroup's 64-row slice. The first barrier keeps the previous
-      // tile's readers of the staging buffer (threads, or the TMA store) ahead of these writes.
-      const bool leader = ctid % 128 == 0;
-      if (p.c_vector_ok) {
-        if (leader) tma_store_wait<0>();
+      // Epilogue, slice by slice. The first barrier keeps the previous readers of the buffer
+      // (threads, or the TMA store the leader waits for) ahead of these writes.
+      CUTE_UNROLL
+      for (int h = 0; h < size<2>(acc); ++h) {
+        if (leader && p.c_vector_ok) tma_store_wait<0>();
         cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        Tensor acc_h = acc(_, _, h);
+        Tensor tCsC_h = tCsC(_, _, h);
         CUTE_UNROLL
-        for (int i = 0; i < size(acc); ++i) {
-          tCsCt(i) = T(acc(i));
+        for (int i = 0; i < size(acc_h); ++i) {
+          tCsC_h(i) = T(acc_h(i));
         }
-        tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        if (leader) {
-          Tensor gC = local_tile(mCt, slice, make_coord(tile.m * Tr::kConsumers + consumer, tile.n));
-          auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCslice),
-                                            group_modes<0, 2>(gC));
-          copy(params.tma_c, tTsC, tTgC);
-          tma_store_arrive();
+        const auto coord = make_coord(tile.m * Tr::kConsumers + consumer, tile.n * int(size<2>(acc)) + h);
+        if (p.c_vector_ok) {
+          tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
+          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+          if (leader) {
+            auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCmine),
+                                              group_modes<0, 2>(local_tile(mCt, slice, coord)));
+            copy(params.tma_c, tTsC, tTgC);
+            tma_store_arrive();
+          }
+        } else {
+          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+          store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
+                     s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, false);
         }
-      } else {
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); ++i) {
-          tCsC(i) = T(acc(i));
-        }
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        auto coord = make_coord(tile.m * Tr::kConsumers + consumer, tile.n);
-        store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
-                   s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, false);
       }
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
-    if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
+    if (p.c_vector_ok && leader) tma_store_wait<0>();
   }
-  // The peer may still multicast into this block or arrive on its barriers until it is done.
-  if constexpr (kCluster > 1) cute::cluster_sync();
 #else
   // Built for an arch without WGMMA: the host launches this family only on sm_90 devices and only
   // when the build targeted sm_90a (CUTE_GEMM_HAS_SM90A, set by setup.py).
@@ -252,33 +214,18 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
                           make_layout(make_shape(p.n, p.k), mn_k_stride<BKMajor>(p.ldb)));
   KernelParams<Tr> params{
       make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
-      make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
-                    make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{}),
+      make_tma_atom(SM90_TMA_LOAD{}, mB, typename Tr::SmemLayoutB{}(_, _, 0), make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{})),
       {},
       p};
   if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_layout(make_shape(p.m, p.n), make_stride(p.ldc, Int<1>{})));
     params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCSlice{},
-                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kBN>{}));
+                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kSubN>{}));
   }
 
-  // Persistent grid: one block per SM, whole clusters, no more clusters than cluster tiles.
-  const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
-  const long long cluster_tiles = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n;
-  const long long clusters = std::min<long long>(cluster_tiles, p.grid_limit / Tr::kCluster);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(clusters * Tr::kCluster));
-  config.blockDim = dim3(Tr::kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = Tr::kCluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
+  const long long tiles = (long long)((p.m + Tr::kBM - 1) / Tr::kBM) * ((p.n + Tr::kBN - 1) / Tr::kBN);
+  const int grid = int(tiles < p.grid_limit ? tiles : p.grid_limit);
+  kernel<<<dim3(grid), dim3(Tr::kThreads), smem, stream>>>(params);
   return cudaGetLastError();
 }
 
