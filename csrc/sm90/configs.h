@@ -13,7 +13,7 @@ struct TileConfig {
 
 // One row per line, "/* index */ {...}": csrc/instantiations/generate.py and the tests parse it.
 inline constexpr TileConfig kConfigs[] = {
-    /* 0 */ {128, 256, 64, 4, 2, "128x256x64_s4_c2"},  // cooperative: 2 x (64x256) per tile
+    /* 0 */ {128, 256, 64, 3, 2, "128x256x64_s3_c2"},  // cooperative: 2 x (64x256) per tile
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 

@@ -117,22 +117,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // WGMMA shared-memory descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-    Tensor sCv = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutCView{});  // (BM,BN) view
-    Tensor tCsC = thr_mma.partition_C(sCv);                                             // (MMA,MMA_M,MMA_N)
-    Tensor acc = thr_mma.partition_fragment_C(sCv);  // (MMA,MMA_M,MMA_N) fp32; MMA_N: column slices
+    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});      // (BM,BN) padded
+    Tensor sCt = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutCTma{});  // (BM,BN) swizzled
+    Tensor tCsC = thr_mma.partition_C(sC);                                           // (MMA,MMA_M,MMA_N)
+    Tensor tCsCt = thr_mma.partition_C(sCt);                                         // (MMA,MMA_M,MMA_N)
+    Tensor acc = thr_mma.partition_fragment_C(sC);  // (MMA,MMA_M,MMA_N) fp32
 
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_shape(p.m, p.n),
                             make_stride(p.ldc, Int<1>{}));  // (M,N)
     Tensor cC = make_identity_tensor(shape(mC));
-    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));  // (M,N) TMA coordinates
-    Tensor sCmine = make_tensor(make_smem_ptr(smem.c + consumer * Tr::kSliceElems),
-                                typename Tr::SmemLayoutCSlice{});  // (64,SUBN) this consumer's buffer
     typename Tr::GmemCopyC s2g;
     auto s2g_thr = s2g.get_thread_slice(ctid % 128);
-    Tensor tSsC = s2g_thr.partition_S(sCmine);  // (CPY,CPY_M,CPY_N)
-    auto slice = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kSubN>{});
+    auto slice = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<kBN>{});
+    Tensor tSsC = s2g_thr.partition_S(local_tile(sC, slice, make_coord(consumer, 0)));  // (CPY,CPY_M,CPY_N)
+    Tensor sCslice = local_tile(sCt, slice, make_coord(consumer, 0));                  // (64,BN) swizzled
+    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));                   // (M,N) TMA coordinates
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
-    const bool leader = ctid % 128 == 0;
 
     for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
@@ -160,37 +160,39 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         ring.advance();
       }
 
-      // Epilogue, slice by slice. The first barrier keeps the previous readers of the buffer
-      // (threads, or the TMA store the leader waits for) ahead of these writes.
-      CUTE_UNROLL
-      for (int h = 0; h < size<2>(acc); ++h) {
-        if (leader && p.c_vector_ok) tma_store_wait<0>();
+      // Epilogue, on this warpgroup's 64-row slice. The first barrier keeps the previous
+      // tile's readers of the staging buffer (threads, or the TMA store) ahead of these writes.
+      const bool leader = ctid % 128 == 0;
+      if (p.c_vector_ok) {
+        if (leader) tma_store_wait<0>();
         cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        Tensor acc_h = acc(_, _, h);
-        Tensor tCsC_h = tCsC(_, _, h);
         CUTE_UNROLL
-        for (int i = 0; i < size(acc_h); ++i) {
-          tCsC_h(i) = T(acc_h(i));
+        for (int i = 0; i < size(acc); ++i) {
+          tCsCt(i) = T(acc(i));
         }
-        const auto coord = make_coord(tile.m * Tr::kConsumers + consumer, tile.n * int(size<2>(acc)) + h);
-        if (p.c_vector_ok) {
-          tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
-          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-          if (leader) {
-            auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCmine),
-                                              group_modes<0, 2>(local_tile(mCt, slice, coord)));
-            copy(params.tma_c, tTsC, tTgC);
-            tma_store_arrive();
-          }
-        } else {
-          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-          store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
-                     s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, false);
+        tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        if (leader) {
+          Tensor gC = local_tile(mCt, slice, make_coord(tile.m * Tr::kConsumers + consumer, tile.n));
+          auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCslice),
+                                            group_modes<0, 2>(gC));
+          copy(params.tma_c, tTsC, tTgC);
+          tma_store_arrive();
         }
+      } else {
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); ++i) {
+          tCsC(i) = T(acc(i));
+        }
+        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        auto coord = make_coord(tile.m * Tr::kConsumers + consumer, tile.n);
+        store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
+                   s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, false);
       }
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
-    if (p.c_vector_ok && leader) tma_store_wait<0>();
+    if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
   }
 #else
   // Built for an arch without WGMMA: the host launches this family only on sm_90 devices and only
@@ -220,7 +222,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_layout(make_shape(p.m, p.n), make_stride(p.ldc, Int<1>{})));
     params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCSlice{},
-                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kSubN>{}));
+                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kBN>{}));
   }
 
   const long long tiles = (long long)((p.m + Tr::kBM - 1) / Tr::kBM) * ((p.n + Tr::kBN - 1) / Tr::kBN);

@@ -32,13 +32,9 @@ struct KernelTraits {
 
   static constexpr GMMA::Major kMajorA = AKMajor ? GMMA::Major::K : GMMA::Major::MN;
   static constexpr GMMA::Major kMajorB = BKMajor ? GMMA::Major::K : GMMA::Major::MN;
-  // The consumer warpgroups split the tile along M; each covers its 64 x kBN rows with
-  // 64 x kSubN x 16 WGMMAs, so the accumulator's MMA_N mode indexes kSubN-wide column slices
-  // that the epilogue stages one at a time.
-  static constexpr int kSubN = 128;
-  static_assert(kBN % kSubN == 0, "the tile is a whole number of epilogue slices");
+  // The consumer warpgroups split the tile along M: each issues 64 x kBN x 16 WGMMAs.
   using TiledMma = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, Int<kSubN>, Int<kBK>>, kMajorA,
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, Int<kBN>, Int<kBK>>, kMajorA,
                            kMajorB>(),
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
@@ -53,37 +49,35 @@ struct KernelTraits {
                                       make_shape(Int<kBN>{}, Int<kBK>{})));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
-  // Epilogue, one 64 x kSubN slice per consumer at a time through a 16 KB buffer per consumer
-  // (small, so the ring can have a 4th stage). The buffer is 128-byte swizzled: conflict-free
-  // accumulator-pair writes, and the layout TMA stores from. With 16-byte aligned C rows one
-  // thread TMA-stores the slice asynchronously (clipped at M and N by the hardware); otherwise
-  // every thread stores 16-byte vectors or, at the N edge, elements.
+  // Epilogue. With 16-byte aligned C rows: each consumer writes its 64-row slice in the 128-byte
+  // swizzle (conflict-free accumulator-pair stores) and one thread TMA-stores it asynchronously,
+  // so the next tile's main loop starts at once; TMA clips rows and columns past M and N.
+  // Otherwise: padded rows as in SM80 and predicated element/vector stores by every thread.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
   using SmemLayoutCSlice = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                                  make_shape(Int<kRowsPerConsumer>{}, Int<kSubN>{})));
-  static constexpr int kSliceElems = cosize_v<SmemLayoutCSlice>;
-  // (BM,BN) view for the MMA partition: each consumer's rows map to its own buffer, and every
-  // kSubN-wide column slice onto the same one (stride 0), written one slice at a time.
-  using SmemLayoutCView = decltype(blocked_product(
-      SmemLayoutCSlice{}, Layout<Shape<Int<kConsumers>, Int<kBN / kSubN>>, Stride<Int<kSliceElems>, _0>>{}));
+                                                  make_shape(Int<kRowsPerConsumer>{}, Int<kBN>{})));
+  using SmemLayoutCTma = decltype(tile_to_shape(SmemLayoutCSlice{}, make_shape(Int<kBM>{}, Int<kBN>{})));
   using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)),
                                            Layout<Shape<int, int>, Stride<int64_t, _1>>{}));
   using TmaC = decltype(make_tma_atom(SM90_TMA_STORE{}, std::declval<GmemTensorC>(), SmemLayoutCSlice{},
-                                      make_shape(Int<kRowsPerConsumer>{}, Int<kSubN>{})));
+                                      make_shape(Int<kRowsPerConsumer>{}, Int<kBN>{})));
+  using SmemLayoutC = Layout<Shape<Int<kBM>, Int<kBN>>, Stride<Int<kBN + 8>, _1>>;
   static auto gmem_copy_c() {
     constexpr int kVec = 16 / sizeof(Element);
-    constexpr int kThrN = kSubN / kVec;
+    constexpr int kThrN = kBN / kVec;
     static_assert(128 % kThrN == 0 && kRowsPerConsumer % (128 / kThrN) == 0, "C copy tiling");
     return make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
                            Layout<Shape<Int<128 / kThrN>, Int<kThrN>>, Stride<Int<kThrN>, _1>>{},
                            Layout<Shape<_1, Int<kVec>>>{});
   }
   using GmemCopyC = decltype(gmem_copy_c());
+  static constexpr int kSmemCElems = cosize_v<SmemLayoutC> > cosize_v<SmemLayoutCTma> ? cosize_v<SmemLayoutC>
+                                                                                       : cosize_v<SmemLayoutCTma>;
 
   struct SharedStorage {
     alignas(1024) Element a[cosize_v<SmemLayoutA>];  // 128-byte swizzle atoms need 1024-byte alignment
     alignas(1024) Element b[cosize_v<SmemLayoutB>];
-    alignas(1024) Element c[kConsumers * kSliceElems];
+    alignas(1024) Element c[kSmemCElems];  // either C layout above; 1024: the swizzled one
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
   };
