@@ -24,7 +24,7 @@ echo "build: $(( $(date +%s) - start )) s"
 grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20
 
 # Time limits: a kernel that deadlocks must not eat the whole lease.
-timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -q -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 \
-  | tee "$OUT/tests.log" | tail -n 40
+timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 \
+  | tee "$OUT/tests.log" | tail -n 15
 timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
   | tee "$OUT/bench.log"
