@@ -2,6 +2,8 @@
 // traits (compile time) and by the host heuristic that picks one per problem (run time).
 #pragma once
 
+#include "tile_scheduler.h"
+
 namespace cute_gemm::sm80 {
 
 struct TileConfig {
@@ -20,13 +22,10 @@ inline constexpr TileConfig kConfigs[] = {
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-// Host rule, from the H100 sweep in docs/tuning.md: the large tile once it gives at least
-// three quarters of the SMs a block (2048^3: 128 tiles on 132 SMs still wins with it), else
-// the small tile, which doubles the number of blocks.
+// Host rule, from the H100 sweep in docs/tuning.md: the large tile once it fills the GPU
+// (2048^3: 128 tiles on 132 SMs still wins with it), else the small tile, twice the blocks.
 inline int choose_config(int m, int n, int num_sms) {
-  const auto& big = kConfigs[0];
-  const long long big_tiles = (long long)((m + big.bm - 1) / big.bm) * ((n + big.bn - 1) / big.bn);
-  return 4 * big_tiles >= 3 * (long long)num_sms ? 0 : 1;
+  return tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
 }
 
 }  // namespace cute_gemm::sm80

@@ -2,6 +2,8 @@
 // one table read by the kernel traits and the host dispatch, as for SM80.
 #pragma once
 
+#include "tile_scheduler.h"
+
 namespace cute_gemm::sm90 {
 
 struct TileConfig {
@@ -17,13 +19,11 @@ inline constexpr TileConfig kConfigs[] = {
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-// Host rule, from the H100 runs in docs/tuning.md: this family once its tiles give at least three
-// quarters of the SMs a block; few-tile problems go to the SM80 family, whose 128x128 tile makes
-// twice as many blocks (128x8192x8192: 0.57x torch.mm there against 0.41x here).
+// Host rule, from the H100 runs in docs/tuning.md: this family once its tiles fill the GPU;
+// few-tile problems go to the SM80 family, whose 128x128 tile makes twice the blocks
+// (128x8192x8192: 0.57x torch.mm there against 0.39x here).
 inline bool worth_it(int m, int n, int num_sms) {
-  const auto& c = kConfigs[0];
-  const long long tiles = (long long)((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
-  return 4 * tiles >= 3 * (long long)num_sms;
+  return tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms);
 }
 
 }  // namespace cute_gemm::sm90
