@@ -206,7 +206,9 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
     launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, forced >= 0 ? forced : 0);
   } else {
     const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
-    const int cfg = forced >= 0 ? forced : sm80::choose_config(p.m, p.n, prop->multiProcessorCount);
+    const int cfg = forced >= 0 ? forced
+                                : sm80::choose_config(p.m, p.n, prop->multiProcessorCount,
+                                                      int(prop->sharedMemPerBlockOptin));
     launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
   }
   const cudaError_t err = launch(p, at::cuda::getCurrentCUDAStream().stream());

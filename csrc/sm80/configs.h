@@ -22,10 +22,20 @@ inline constexpr TileConfig kConfigs[] = {
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+// Shared memory one block of a configuration takes: the A/B ring, or the C staging tile (padded
+// rows) where that is larger, since the epilogue reuses the ring (16-bit elements).
+constexpr int smem_bytes(const TileConfig& c) {
+  const int ring = (c.bm + c.bn) * c.bk * c.stages;
+  const int c_stage = c.bm * (c.bn + 8);
+  return 2 * (ring > c_stage ? ring : c_stage);
+}
+
 // Host rule, from the H100 sweep in docs/tuning.md: the large tile once it fills the GPU
-// (2048^3: 128 tiles on 132 SMs still wins with it), else the small tile, twice the blocks.
-inline int choose_config(int m, int n, int num_sms) {
-  return tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
+// (2048^3: 128 tiles on 132 SMs still wins with it) and fits its shared memory (144 KB: not on
+// sm_86/sm_89, which give a block 99 KB), else the small tile (64 KB), twice the blocks.
+inline int choose_config(int m, int n, int num_sms, int smem_per_block) {
+  const bool big_fits = smem_bytes(kConfigs[0]) <= smem_per_block;
+  return big_fits && tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
 }
 
 }  // namespace cute_gemm::sm80

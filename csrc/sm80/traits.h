@@ -106,6 +106,7 @@ struct KernelTraits {
   static constexpr int kSmemAB = int(cosize(typename A::SmemLayout{}) + cosize(typename B::SmemLayout{}));
   static constexpr int kSmemC = int(cosize(SmemLayoutC{}));
   static constexpr int kSmemBytes = int(sizeof(Element)) * (kSmemAB > kSmemC ? kSmemAB : kSmemC);
+  static_assert(kSmemBytes == smem_bytes(kCfg), "the host rule's smem_bytes() must match the layouts");
 };
 
 }  // namespace cute_gemm::sm80
