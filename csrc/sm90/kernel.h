@@ -2,9 +2,9 @@
 // Warpgroup 0 (one elected thread) is the producer: TMA loads of A/B tiles into a kStages
 // shared-memory ring, each slot guarded by a "full" mbarrier (transaction bytes) and an "empty"
 // mbarrier (consumer arrivals). Warpgroups 1..kConsumers are consumers: WGMMA from shared memory
-// with fp32 accumulators, one WGMMA batch kept in flight so the next slot's wait overlaps the
-// math. The grid is persistent (one block per SM) and walks tiles in the grouped order of
-// tile_scheduler.h; the producer runs ahead into the next tile while consumers store C.
+// with fp32 accumulators; the two consumers interleave on the tensor cores while each waits
+// for its own batch. The grid is persistent (one block per SM) and walks tiles in the grouped
+// order of tile_scheduler.h; the producer runs ahead into the next tile while consumers store C.
 // Included only by csrc/instantiations/sm90_*.cu.
 #pragma once
 
