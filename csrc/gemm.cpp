@@ -128,13 +128,12 @@ constexpr bool kBuiltForSm90a = false;
 #endif
 
 // The kernel family: the Hopper one (TMA + WGMMA, sm_90a code) on sm_90 devices of a build that
-// targeted sm_90a when the problem has enough tiles for it, else the SM80 one.
-// CUTE_GEMM_FAMILY=sm80|sm90 forces one (tests, benchmarks).
-bool use_sm90(const cudaDeviceProp& prop, int m, int n) {
+// targeted sm_90a, else the SM80 one. CUTE_GEMM_FAMILY=sm80|sm90 forces one (tests, benchmarks).
+bool use_sm90(const cudaDeviceProp& prop) {
   const bool possible = kBuiltForSm90a && prop.major == 9 && prop.minor == 0;
   const char* env = std::getenv("CUTE_GEMM_FAMILY");
   const std::string forced = env == nullptr ? "" : env;
-  if (forced.empty() || forced == "auto") return possible && sm90::worth_it(m, n, prop.multiProcessorCount);
+  if (forced.empty() || forced == "auto") return possible;
   if (forced == "sm80") return false;
   TORCH_CHECK_VALUE(forced == "sm90", "CUTE_GEMM_FAMILY must be auto, sm80 or sm90, got '", forced, "'");
   TORCH_CHECK(possible, "CUTE_GEMM_FAMILY=sm90 needs an sm_90 GPU and a build that targets 9.0a; this GPU is ",
@@ -178,7 +177,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(prop->major >= 8, "mm: cute_gemm needs a GPU of compute capability 8.0 or newer; ", a.device(),
               " is ", num(prop->major), ".", num(prop->minor));
 
-  const bool sm90 = use_sm90(*prop, int(M), int(N));
+  const bool sm90 = use_sm90(*prop);
   const Operand A = prepare_operand(a, sm90);
   const Operand B = prepare_operand(b.t(), sm90);
 
@@ -203,7 +202,8 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   Launcher launch = nullptr;
   if (sm90) {
     const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
-    launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, forced >= 0 ? forced : 0);
+    const int cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, prop->multiProcessorCount);
+    launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
   } else {
     const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
     const int cfg = forced >= 0 ? forced
