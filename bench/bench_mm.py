@@ -1,43 +1,77 @@
-"""cute_gemm.mm against torch.mm (cuBLAS), same inputs, same run.
+"""cute_gemm.mm against torch.mm (cuBLAS) and a Triton matmul, same inputs, same run.
 
-    python bench/bench_mm.py                       # default suite, fp16 and bf16
-    python bench/bench_mm.py --shapes 4096x4096x4096,574x574x574 --dtype bf16 --variants auto,sm80,sm90:1
+    python bench/bench_mm.py                                  # every suite, fp16 and bf16
+    python bench/bench_mm.py --suite llm,decode --dtype bf16 --family sm80
+    python bench/bench_mm.py --shapes 4096x4096x4096,574x574x574 --variants auto,sm80,sm90:1
+    python bench/bench_mm.py --compare old.json               # a run, then its change against old.json
+    python bench/bench_mm.py --compare old.json new.json      # two earlier runs (no GPU needed)
+    python bench/bench_mm.py --plot-only results.json --plot out.png
 
 Timing: R copies of the operands (together more than 4x the L2) are called in turn inside one
 CUDA graph and the replay time is divided by R, so operands come from HBM, launch gaps vanish
 and no dirty L2 lines from a cache flush land in the timed kernels. Median over many replays.
-Every result is checked against torch.mm before it is timed; a wrong one is reported, not timed.
+The eager column is a plain Python loop of calls on one operand set (CUDA events), so the cost
+of launching and dispatching shows. Every result is checked against torch.mm before it is timed;
+a wrong one is reported as WRONG, never timed. docs/benchmark.md explains the columns.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
+import importlib.util
 import json
 import math
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-DEFAULT_SHAPES = [
-    (1024, 1024, 1024),
-    (2048, 2048, 2048),
-    (4096, 4096, 4096),
-    (8192, 8192, 8192),
-    (4096, 14336, 4096),
-    (4096, 4096, 14336),
-    (128, 8192, 8192),
-    (16, 4096, 4096),
-    (574, 574, 574),
-    (3000, 5000, 1000),
-    (81920, 256, 256),
-]
-DTYPES = {"f16": "float16", "bf16": "bfloat16"}
-REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
+HERE = Path(__file__).resolve().parent
 
+SUITES = {
+    "square": [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)],
+    "llm": [(4096, 14336, 4096), (4096, 4096, 14336), (8192, 8192, 1024), (16384, 16384, 8192),
+            (16384, 4096, 4096)],
+    "decode": [(1, 28672, 8192), (16, 4096, 4096), (16, 14336, 4096), (64, 8192, 8192)],
+    "few-tiles": [(128, 8192, 8192), (128, 4096, 14336), (512, 1024, 8192), (256, 7168, 2048)],
+    "unaligned": [(574, 574, 574), (2050, 2050, 2050), (4097, 4095, 4103), (8192, 8192, 8191)],
+    "small": [(256, 256, 256), (1024, 1024, 1024), (81920, 256, 256)],
+}
+DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+ELEMENT_BYTES = {"f16": 2, "bf16": 2}
+REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
+LAYOUTS = ("nn", "nt", "tn", "tt")
+FAMILIES = ("auto", "sm80", "sm90")
+KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG")
+TORCH = "torch.mm"
+TRITON = "triton"
+# Below this many FLOP per byte of A + B + C a shape cannot be compute-bound on a Hopper or Ampere
+# GPU (the ridge point of the H100 SXM is 989 TFLOP/s / 3.35 TB/s = 295, of the A100 156), so
+# its GB/s says more than its TFLOP/s and the tables show it.
+MEMORY_BOUND_INTENSITY = 300
+# Dense fp16/bf16 tensor-core peak with fp32 accumulation, TFLOP/s, by a substring of the device
+# name; the first match wins. NVL boards run other clocks and have no row: pass --peak-tflops.
+PEAK_TFLOPS = (
+    ("H100 NVL", None),
+    ("H100 PCIe", 756.0),
+    ("H100 SXM", 989.4),
+    ("H100 80GB HBM3", 989.4),
+    ("H200 NVL", None),
+    ("H200", 989.4),
+    ("A100", 312.0),
+    ("L40S", 362.1),
+    ("RTX 4090", 165.2),
+)
+NO_GPU = "bench_mm: no CUDA GPU is visible, so there is nothing to benchmark."
+
+
+# ---------------------------------------------------------------------------------- arguments
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     shapes = []
@@ -49,13 +83,39 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return shapes
 
 
+def parse_suites(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for s in names:
+        if s != "all" and s not in SUITES:
+            raise argparse.ArgumentTypeError(f"suite '{s}' is not one of {', '.join(SUITES)}, all")
+    return list(SUITES) if "all" in names else list(dict.fromkeys(names))
+
+
+def parse_families(text: str) -> list[str]:
+    names = [f.strip() for f in text.split(",") if f.strip()]
+    for f in names:
+        if f not in FAMILIES:
+            raise argparse.ArgumentTypeError(f"family '{f}' is not one of {', '.join(FAMILIES)}")
+    return names
+
+
 def parse_variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
     for v in variants:
         family, _, row = v.partition(":")
-        if family not in ("auto", "sm80", "sm90") or (row and (family == "auto" or not row.isdigit())):
+        if family not in FAMILIES or (row and (family == "auto" or not row.isdigit())):
             raise argparse.ArgumentTypeError(f"variant '{v}' is not auto, sm80, sm90 or sm80:N / sm90:N")
     return variants
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number")
+    return value
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -67,23 +127,61 @@ def variant_env(variant: str) -> dict[str, str]:
     return env
 
 
-KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG")
-
-
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", type=parse_shapes, default=DEFAULT_SHAPES, help="MxNxK,MxNxK,...")
+    ap.add_argument("--suite", type=parse_suites,
+                    help=f"comma list of {', '.join(SUITES)}, all (default: all, unless --shapes is given)")
+    ap.add_argument("--shapes", type=parse_shapes, help="MxNxK,MxNxK,... (timed as the suite 'custom')")
     ap.add_argument("--dtype", choices=["f16", "bf16", "both"], default="both")
-    ap.add_argument("--layout", default="nn", help="a then b: n = row-major, t = transposed view (nn, nt, tn, tt)")
-    ap.add_argument("--variants", type=parse_variants, default=["auto"],
-                    help="cute_gemm variants to time: auto, a family (sm80, sm90), or family:row of its configs.h")
+    ap.add_argument("--layout", choices=LAYOUTS, default="nn",
+                    help="a then b: n = row-major, t = transposed view of a row-major tensor")
+    pick = ap.add_mutually_exclusive_group()
+    pick.add_argument("--family", type=parse_families,
+                      help="also time cute_gemm forced to these kernel families (comma list of auto, sm80, sm90)")
+    pick.add_argument("--variants", type=parse_variants,
+                      help="also time these cute_gemm variants: auto, a family, or family:row of its configs.h")
+    ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
+    ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")
+    ap.add_argument("--peak-tflops", type=positive_float,
+                    help="the GPU's dense fp16/bf16 peak for the %%-of-peak column (default: from its name)")
     ap.add_argument("--json", type=Path, default=Path("bench/out/results.json"), help="where to write results")
-    ap.add_argument("--seconds", type=float, default=0.3, help="timed replay time per measurement")
+    ap.add_argument("--plot", type=Path, help="where to write the PNG (default: the JSON's path with .png)")
+    ap.add_argument("--compare", nargs="+", type=Path, metavar=("OLD.json", "NEW.json"),
+                    help="OLD: after the run, print its change against OLD; OLD NEW: compare two results files")
+    ap.add_argument("--plot-only", type=Path, metavar="RESULTS.json", help="only plot these results (no GPU)")
     args = ap.parse_args(argv)
-    if args.layout not in ("nn", "nt", "tn", "tt"):
-        ap.error(f"--layout must be one of nn, nt, tn, tt, got {args.layout}")
+    if args.compare and len(args.compare) > 2:
+        ap.error("--compare takes OLD.json or OLD.json NEW.json")
+    if args.plot_only and args.compare:
+        ap.error("--plot-only and --compare are separate jobs: give one of them")
+    if args.suite is None and args.shapes is None:
+        args.suite = list(SUITES)
+    args.variants = list(dict.fromkeys(["auto"] + (args.family or args.variants or [])))
+    if args.plot is None:
+        args.plot = (args.plot_only or args.json).with_suffix(".png")
     return args
 
+
+def plan_shapes(suites: list[str] | None, shapes: list | None) -> dict[tuple[int, int, int], list[str]]:
+    """Each (M, N, K) to time, once, with the suites it belongs to (1024^3 is in two)."""
+    plan: dict[tuple[int, int, int], list[str]] = {}
+    for name in suites or []:
+        for shape in SUITES[name]:
+            plan.setdefault(shape, []).append(name)
+    for shape in shapes or []:
+        if "custom" not in plan.setdefault(shape, []):
+            plan[shape].append("custom")
+    return plan
+
+
+def gpu_peak_tflops(name: str) -> float | None:
+    for key, peak in PEAK_TFLOPS:
+        if key in name:
+            return peak
+    return None
+
+
+# ------------------------------------------------------------------------------- measurement
 
 def make_operand(torch, rows, cols, major, dtype):
     if major == "n":
@@ -122,106 +220,409 @@ def graph_time_us(torch, fn, sets, seconds):
     return statistics.median(times) * 1e3 / len(sets)
 
 
-def environment(torch):
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        commit = ""
-    prop = torch.cuda.get_device_properties(0)
-    import cute_gemm
+def eager_time_us(torch, fn, a, b, seconds, trials=5):
+    """Median time per call of a plain loop of calls on one operand set: the GPU waits whenever the
+    host cannot launch as fast as the kernels run, so launch and dispatch costs are in it."""
+    fn(a, b)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(a, b)
+    end.record()
+    end.synchronize()
+    calls = max(1, min(200, int(seconds * 1e3 / trials / max(start.elapsed_time(end), 1e-3))))
+    times = []
+    for _ in range(trials):
+        start.record()
+        for _ in range(calls):
+            fn(a, b)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times) * 1e3
 
+
+def measure(torch, fn, sets, ref, bound, seconds):
+    """Check fn against the reference on the first operand set, then time it both ways."""
+    out = fn(*sets[0]).float()
+    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    if not math.isfinite(err) or err > bound:
+        return {"wrong": True, "rel_err": err}
+    return {"us": graph_time_us(torch, fn, sets, seconds),
+            "eager_us": eager_time_us(torch, fn, *sets[0], seconds / 3), "rel_err": err}
+
+
+@contextlib.contextmanager
+def knobs(settings: dict[str, str]):
+    """Set the CUTE_GEMM_* variant knobs for the duration, then restore what was there."""
+    saved = {k: os.environ.pop(k, None) for k in KNOBS}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k in KNOBS:
+            os.environ.pop(k, None)
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+
+
+def finish_row(row: dict, peak: float | None) -> dict:
+    """Add the derived columns (FLOP, bytes, TFLOP/s, % of peak, GB/s, x torch.mm) to a row whose
+    implementations carry measured times."""
+    m, n, k = row["m"], row["n"], row["k"]
+    flops = 2.0 * m * n * k
+    nbytes = (m * k + k * n + m * n) * ELEMENT_BYTES[row["dtype"]]
+    row.update(flops=flops, bytes=nbytes, intensity=flops / nbytes,
+               memory_bound=flops / nbytes < MEMORY_BOUND_INTENSITY)
+    t_torch = row["impls"].get(TORCH, {}).get("us")
+    for res in row["impls"].values():
+        if "us" in res:
+            res["tflops"] = flops / res["us"] / 1e6
+            res["pct_peak"] = 100 * res["tflops"] / peak if peak else None
+            res["gbps"] = nbytes / res["us"] / 1e3
+            res["x_torch"] = t_torch / res["us"] if t_torch else None
+    return row
+
+
+def first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0][:200] if lines else ''}"
+
+
+def load_sibling(name: str):
+    """Import bench/<name>.py by path: `python -P` keeps this folder off sys.path."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # triton.jit reads the kernel's source through its module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------------------- environment
+
+def git_commit() -> str | None:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=HERE, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def driver_version() -> str | None:
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = smi.stdout.split()
+    return lines[0] if smi.returncode == 0 and lines else None
+
+
+def package_version(module, dist: str) -> str | None:
+    version = getattr(module, "__version__", None)
+    if version:
+        return version
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment(torch, cute_gemm, triton_mm, args, argv) -> dict:
+    prop = torch.cuda.get_device_properties(0)
+    peak = args.peak_tflops or gpu_peak_tflops(prop.name)
     return {
         "gpu": prop.name,
         "sms": prop.multi_processor_count,
         "l2_bytes": prop.L2_cache_size,
+        "peak_tflops": peak,
+        "driver": driver_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "cute_gemm": cute_gemm.__version__,
-        "git_commit": commit,
+        "cute_gemm": package_version(cute_gemm, "cute_gemm"),
+        "triton": package_version(sys.modules["triton"], "triton") if triton_mm else None,
+        "git_commit": git_commit(),
         "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "command": shlex.join(["python", sys.argv[0]] + list(argv)),
+        "suites": (args.suite or []) + (["custom"] if args.shapes else []),
+        "dtypes": ["f16", "bf16"] if args.dtype == "both" else [args.dtype],
+        "layout": args.layout,
+        "seconds": args.seconds,
     }
 
 
+# ----------------------------------------------------------------------------------- reports
+
+def fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def n_shapes(count: int) -> str:
+    return f"{count} shape" + ("" if count == 1 else "s")
+
+
+def panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """(suite, dtype, its rows) in the order of SUITES and of each suite's shapes: the tables and
+    the plot's panels."""
+    order = [*SUITES, "custom"]
+    suites = sorted({s for r in rows for s in r["suites"]}, key=lambda s: order.index(s) if s in order else len(order))
+    out = []
+    for suite in suites:
+        listed = SUITES.get(suite, [])
+        for dtype in dict.fromkeys(r["dtype"] for r in rows):
+            sel = [r for r in rows if suite in r["suites"] and r["dtype"] == dtype]
+            sel.sort(key=lambda r: listed.index((r["m"], r["n"], r["k"])) if (r["m"], r["n"], r["k"]) in listed else 0)
+            if sel:
+                out.append((suite, dtype, sel))
+    return out
+
+
+def impl_names(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(name for r in rows for name in r["impls"]))
+
+
+def geomean_line(rows: list[dict], label: str) -> str:
+    parts = []
+    for name in impl_names(rows):
+        if name == TORCH:
+            continue
+        results = [r["impls"][name] for r in rows if name in r["impls"]]
+        ratios = [res["x_torch"] for res in results if res.get("x_torch")]
+        wrong = sum(1 for res in results if res.get("wrong"))
+        failed = sum(1 for res in results if "error" in res)
+        text = f"{name} {geomean(ratios):.3f} over {n_shapes(len(ratios))}" if ratios else f"{name} -"
+        extra = ", ".join(f"{c} {w}" for c, w in ((wrong, "WRONG"), (failed, "failed")) if c)
+        parts.append(text + (f" ({extra})" if extra else ""))
+    return f"geomean x torch.mm ({label}): " + ("; ".join(parts) or "nothing to compare")
+
+
+def result_cells(row: dict, res: dict) -> str:
+    if res.get("wrong"):
+        return f"WRONG (rel err {res['rel_err']:.1e}) | - | - | - | - | -"
+    if "error" in res:
+        return "failed | - | - | - | - | -"
+    gbps = fmt(res["gbps"], ".0f") if row["memory_bound"] else "-"
+    return (f"{res['us']:.1f} | {fmt(res.get('eager_us'), '.1f')} | {res['tflops']:.1f} | "
+            f"{fmt(res.get('pct_peak'), '.1f')} | {gbps} | {fmt(res.get('x_torch'), '.2f')}")
+
+
+def format_tables(rows: list[dict]) -> str:
+    """One table per (suite, dtype) with its geometric-mean line, then the geomeans over all shapes."""
+    out = []
+    for suite, dtype, sel in panels(rows):
+        layouts = ",".join(dict.fromkeys(r["layout"] for r in sel))
+        out += [f"## {suite}, {dtype}, layout {layouts}", "",
+                "| M x N x K | impl | us/call | eager us | TFLOP/s | % peak | GB/s | x torch.mm |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in sel:
+            for name, res in r["impls"].items():
+                out.append(f"| {r['m']}x{r['n']}x{r['k']} | {name} | {result_cells(r, res)} |")
+        out += ["", geomean_line(sel, f"{suite}, {dtype}"), ""]
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    for dtype in dtypes:
+        out.append(geomean_line([r for r in rows if r["dtype"] == dtype], f"every shape, {dtype}"))
+    if len(dtypes) > 1:
+        out.append(geomean_line(rows, "every shape, every dtype"))
+    return "\n".join(out)
+
+
+def progress_line(row: dict) -> str:
+    cells = []
+    for name, res in row["impls"].items():
+        if res.get("wrong"):
+            cells.append(f"{name} WRONG (rel err {res['rel_err']:.1e})")
+        elif "error" in res:
+            cells.append(f"{name} failed")
+        else:
+            ratio = "" if name == TORCH else f" {res['x_torch']:.2f}x"
+            cells.append(f"{name} {res['us']:.1f} us {res['tflops']:.1f} TFLOP/s{ratio}")
+    return f"{row['dtype']:4} {row['m']:>6}x{row['n']:>6}x{row['k']:>6}  " + " | ".join(cells)
+
+
+def results_doc(env: dict, rows: list[dict]) -> dict:
+    return {"format": 2, "environment": env, "results": rows}
+
+
+def load_results(path: Path) -> dict:
+    """A results file of this script; files of its first version (torch_us and a 'cute' map per
+    row) are turned into the current rows."""
+    doc = json.loads(Path(path).read_text())
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise ValueError(f"{path} is not a bench_mm results file (no 'results' list)")
+    if doc.get("format") == 2:
+        return doc
+    rows = []
+    try:
+        for old in doc["results"]:
+            impls = {TORCH: {"us": old["torch_us"]}}
+            impls.update({f"cute[{c}]": {k: v for k, v in res.items() if k in ("us", "wrong", "rel_err")}
+                          for c, res in old["cute"].items()})
+            rows.append(finish_row({"suites": ["custom"], "m": old["m"], "n": old["n"], "k": old["k"],
+                                    "dtype": old["dtype"], "layout": old["layout"], "impls": impls}, None))
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is neither a current nor a first-version bench_mm results file ({e!r})") from e
+    return results_doc(doc.get("environment", {}), rows)
+
+
+def compare_text(old: dict, new: dict) -> str:
+    """Per shape and implementation present in both: the time ratio new/old and TFLOP/s old -> new."""
+    def key(r):
+        return r["m"], r["n"], r["k"], r["dtype"], r["layout"]
+
+    def label(doc):
+        env = doc["environment"]
+        return f"{env.get('date', '?')}, {env.get('gpu', '?')}, commit {(env.get('git_commit') or '?')[:12]}"
+
+    old_rows = {key(r): r for r in old["results"]}
+    out = [f"## change: old = {label(old)}; new = {label(new)}", "",
+           "| M x N x K | dtype | impl | old us | new us | new/old time | TFLOP/s old -> new |",
+           "|---|---|---|---|---|---|---|"]
+    ratios: dict[str, list[float]] = {}
+    for r in new["results"]:
+        o = old_rows.get(key(r))
+        if o is None:
+            continue
+        for name, res in r["impls"].items():
+            if name not in o["impls"]:
+                continue
+            was = o["impls"][name]
+            head = f"| {r['m']}x{r['n']}x{r['k']} | {r['dtype']} | {name} |"
+            if "us" in res and "us" in was:
+                ratios.setdefault(name, []).append(res["us"] / was["us"])
+                out.append(f"{head} {was['us']:.1f} | {res['us']:.1f} | {res['us'] / was['us']:.3f} | "
+                           f"{was['tflops']:.1f} -> {res['tflops']:.1f} |")
+            else:
+                status = ["WRONG" if x.get("wrong") else "failed" if "error" in x else f"{x['us']:.1f}"
+                          for x in (was, res)]
+                out.append(f"{head} {status[0]} | {status[1]} | - | - |")
+    if not ratios:
+        out.append("(no shape and implementation was timed in both)")
+    out.append("")
+    out += [f"geomean new/old time, {name}: {geomean(v):.3f} over {n_shapes(len(v))}" for name, v in ratios.items()]
+    return "\n".join(out)
+
+
+def write_plot(rows: list[dict], path: Path, title: str) -> None:
+    """Write the PNG; raises ImportError without matplotlib."""
+    plot = load_sibling("plot")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot.write_plot(panels(rows), path, title)
+    print(f"# wrote {path}")
+
+
+def plot_title(env: dict) -> str:
+    return (f"{env.get('gpu', '?')}, torch {env.get('torch', '?')}, cute_gemm {env.get('cute_gemm', '?')} "
+            f"@ {(env.get('git_commit') or '?')[:12]}, {env.get('date', '?')}")
+
+
+# -------------------------------------------------------------------------------------- main
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    try:
+        if args.plot_only:
+            doc = load_results(args.plot_only)
+            try:
+                write_plot(doc["results"], args.plot, plot_title(doc["environment"]))
+            except ImportError as e:
+                print(f"bench_mm: cannot plot: matplotlib is not importable ({e})", file=sys.stderr)
+                return 1
+            return 0
+        old = load_results(args.compare[0]) if args.compare else None
+        if args.compare and len(args.compare) == 2:
+            print(compare_text(old, load_results(args.compare[1])))
+            return 0
+    except (OSError, ValueError) as e:
+        print(f"bench_mm: cannot read a results file: {e}", file=sys.stderr)
+        return 1
+
     import torch
 
     if not torch.cuda.is_available():
-        print("bench_mm: no CUDA GPU is visible, so there is nothing to benchmark.", file=sys.stderr)
+        print(NO_GPU, file=sys.stderr)
         return 2
-    import cute_gemm
+    try:
+        import cute_gemm
+    except ImportError as e:
+        print(f"bench_mm: cannot import cute_gemm: {e}", file=sys.stderr)
+        return 1
+    triton_mm = None
+    if not args.no_triton:
+        try:
+            triton_mm = load_sibling("triton_mm")
+        except Exception as e:  # triton raises more than ImportError when its install is broken
+            print(f"# note: no Triton column: bench/triton_mm.py could not be loaded ({first_line(e)})")
 
-    env = environment(torch)
+    env = environment(torch, cute_gemm, triton_mm, args, argv)
+    plan = plan_shapes(args.suite, args.shapes)
     l2 = env["l2_bytes"] or 50 * 2**20
-    dtypes = ["f16", "bf16"] if args.dtype == "both" else [args.dtype]
-    variants = args.variants
-    print(f"# {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, CUDA {env['cuda']}, "
-          f"cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}; layout {args.layout}")
+    impls = [(TORCH, torch.mm, {})] + [(f"cute[{v}]", cute_gemm.mm, variant_env(v)) for v in args.variants]
+    if triton_mm:
+        impls.append((TRITON, triton_mm.mm, {}))
+    print(f"# {env['gpu']} ({env['sms']} SMs, dense peak {fmt(env['peak_tflops'], '.1f')} TFLOP/s), "
+          f"driver {env['driver'] or '?'}, torch {env['torch']}, CUDA {env['cuda']}, triton {env['triton'] or '-'}, "
+          f"cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}")
+    print(f"# {len(plan)} shapes x {len(env['dtypes'])} dtypes, layout {args.layout}, suites "
+          f"{','.join(env['suites'])}; {', '.join(name for name, _, _ in impls)}", flush=True)
 
+    started = time.monotonic()
+    triton_worked = False
     rows = []
-    for dname in dtypes:
+    total = len(plan) * len(env["dtypes"])
+    for dname in env["dtypes"]:
         dtype = getattr(torch, DTYPES[dname])
-        for m, n, k in args.shapes:
-            elt = torch.finfo(dtype).bits // 8
-            per_set = (m * k + k * n + m * n) * elt
+        for (m, n, k), suites in plan.items():
+            per_set = (m * k + k * n + m * n) * ELEMENT_BYTES[dname]
             reps = max(2, min(64, math.ceil(4 * l2 / per_set)))
             torch.manual_seed(0)
             sets = [(make_operand(torch, m, k, args.layout[0], dtype), make_operand(torch, k, n, args.layout[1], dtype))
                     for _ in range(reps)]
-            flops = 2.0 * m * n * k
             ref = torch.mm(*sets[0]).float()
-            t_torch = graph_time_us(torch, torch.mm, sets, args.seconds)
-            row = {"m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
-                   "torch_us": t_torch, "torch_tflops": flops / t_torch / 1e6, "cute": {}}
-            for cfg in variants:
-                for knob in KNOBS:
-                    os.environ.pop(knob, None)
-                os.environ.update(variant_env(cfg))
-                out = cute_gemm.mm(*sets[0]).float()
-                err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-                if not math.isfinite(err) or err > REL_BOUND[dname]:
-                    row["cute"][cfg] = {"wrong": True, "rel_err": err}
-                    continue
-                t = graph_time_us(torch, cute_gemm.mm, sets, args.seconds)
-                row["cute"][cfg] = {"us": t, "tflops": flops / t / 1e6, "x_torch": t_torch / t, "rel_err": err}
-            for knob in KNOBS:
-                os.environ.pop(knob, None)
-            rows.append(row)
-            cells = "  ".join(
-                f"{c}: WRONG (rel err {r['rel_err']:.2e})" if r.get("wrong")
-                else f"{c}: {r['us']:9.1f} us {r['tflops']:6.1f} TFLOP/s {r['x_torch']:5.2f}x"
-                for c, r in row["cute"].items())
-            print(f"{dname:4} {m:>6}x{n:>6}x{k:>6}  torch: {t_torch:9.1f} us {row['torch_tflops']:6.1f} TFLOP/s  "
-                  f"{cells}", flush=True)
+            row = {"suites": suites, "m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
+                   "impls": {}}
+            for name, fn, settings in list(impls):
+                try:
+                    with knobs(settings):
+                        row["impls"][name] = measure(torch, fn, sets, ref, REL_BOUND[dname], args.seconds)
+                except Exception as e:  # one implementation failing must not cost the others' numbers
+                    if name == TORCH:
+                        raise
+                    if name == TRITON and not triton_worked:
+                        print(f"# note: no Triton column: its first kernel failed ({first_line(e)})")
+                        impls.pop()
+                        continue
+                    print(f"# note: {name} failed on {dname} {m}x{n}x{k}: {first_line(e)}")
+                    row["impls"][name] = {"error": first_line(e)}
+                triton_worked |= name == TRITON and "error" not in row["impls"][name]
+            rows.append(finish_row(row, env["peak_tflops"]))
+            print(f"[{len(rows):>3}/{total} {time.monotonic() - started:5.0f} s] {progress_line(row)}", flush=True)
             del sets, ref
             torch.cuda.empty_cache()
 
-    print_table(rows, variants)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"environment": env, "results": rows}, indent=1))
-    print(f"# wrote {args.json}")
-    return 1 if any(r.get("wrong") for row in rows for r in row["cute"].values()) else 0
-
-
-def print_table(rows, variants):
     print()
-    head = f"| dtype | M x N x K | torch.mm TFLOP/s |" + "".join(f" cute[{c}] TFLOP/s | x torch |" for c in variants)
-    print(head)
-    print("|" + "---|" * (3 + 2 * len(variants)))
-    for r in rows:
-        cells = ""
-        for c in variants:
-            res = r["cute"][c]
-            cells += " WRONG | - |" if res.get("wrong") else f" {res['tflops']:.1f} | {res['x_torch']:.2f} |"
-        print(f"| {r['dtype']} | {r['m']}x{r['n']}x{r['k']} | {r['torch_tflops']:.1f} |{cells}")
-    for c in variants:
-        for d in sorted({r["dtype"] for r in rows}):
-            ratios = [r["cute"][c]["x_torch"] for r in rows if r["dtype"] == d and not r["cute"][c].get("wrong")]
-            if ratios:
-                geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-                print(f"geomean x torch.mm, cute[{c}], {d}: {geo:.3f} over {len(ratios)} shapes")
+    print(format_tables(rows))
+    env["elapsed_s"] = round(time.monotonic() - started, 1)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results_doc(env, rows), indent=1))
+    print(f"# {total} measurements in {env['elapsed_s']:.0f} s; wrote {args.json}")
+    if old:
+        print()
+        print(compare_text(old, results_doc(env, rows)))
+    try:
+        write_plot(rows, args.plot, plot_title(env))
+    except ImportError as e:  # the GPU machine may not have matplotlib: the JSON has everything
+        print(f"# note: no plot: matplotlib is not importable ({e}); make it elsewhere with "
+              f"python bench/bench_mm.py --plot-only {args.json} --plot {args.plot}")
+    return 1 if any(res.get("wrong") for row in rows for res in row["impls"].values()) else 0
 
 
 if __name__ == "__main__":

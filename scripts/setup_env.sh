@@ -17,7 +17,7 @@ fi
 source "$VENV/bin/activate"
 echo "== installing build and test requirements"
 python -m pip install -q --upgrade pip
-python -m pip install -q "${TORCH_SPEC:-torch==2.14.1}" ninja pytest numpy "setuptools>=64" wheel
+python -m pip install -q "${TORCH_SPEC:-torch==2.14.1}" ninja pytest numpy matplotlib "setuptools>=64" wheel
 if [ -z "${CUTLASS_PATH:-}" ] && [ ! -d "$REPO/third_party/cutlass/include" ]; then
   # Headers only: the package's Python side (and its scipy / cuda-python needs) is not used.
   python -m pip install -q --no-deps nvidia-cutlass==4.2.0.0
