@@ -247,7 +247,7 @@ def measure(torch, fn, sets, ref, bound, seconds):
     out = fn(*sets[0]).float()
     err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
     if not math.isfinite(err) or err > bound:
-        return {"wrong": True, "rel_err": err}
+        return {"wrong": True, "rel_err": err if math.isfinite(err) else None}  # JSON has no NaN
     return {"us": graph_time_us(torch, fn, sets, seconds),
             "eager_us": eager_time_us(torch, fn, *sets[0], seconds / 3), "rel_err": err}
 
@@ -404,9 +404,13 @@ def geomean_line(rows: list[dict], label: str) -> str:
     return f"geomean x torch.mm ({label}): " + ("; ".join(parts) or "nothing to compare")
 
 
+def wrong_text(res: dict) -> str:
+    return "WRONG (rel err " + ("not finite" if res["rel_err"] is None else f"{res['rel_err']:.1e}") + ")"
+
+
 def result_cells(row: dict, res: dict) -> str:
     if res.get("wrong"):
-        return f"WRONG (rel err {res['rel_err']:.1e}) | - | - | - | - | -"
+        return f"{wrong_text(res)} | - | - | - | - | -"
     if "error" in res:
         return "failed | - | - | - | - | -"
     gbps = fmt(res["gbps"], ".0f") if row["memory_bound"] else "-"
@@ -438,7 +442,7 @@ def progress_line(row: dict) -> str:
     cells = []
     for name, res in row["impls"].items():
         if res.get("wrong"):
-            cells.append(f"{name} WRONG (rel err {res['rel_err']:.1e})")
+            cells.append(f"{name} {wrong_text(res)}")
         elif "error" in res:
             cells.append(f"{name} failed")
         else:
@@ -571,7 +575,7 @@ def main(argv=None) -> int:
     print(f"# {env['gpu']} ({env['sms']} SMs, dense peak {fmt(env['peak_tflops'], '.1f')} TFLOP/s), "
           f"driver {env['driver'] or '?'}, torch {env['torch']}, CUDA {env['cuda']}, triton {env['triton'] or '-'}, "
           f"cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}")
-    print(f"# {len(plan)} shapes x {len(env['dtypes'])} dtypes, layout {args.layout}, suites "
+    print(f"# {len(plan)} shapes, dtypes {','.join(env['dtypes'])}, layout {args.layout}, suites "
           f"{','.join(env['suites'])}; {', '.join(name for name, _, _ in impls)}", flush=True)
 
     started = time.monotonic()

@@ -113,11 +113,12 @@ def test_peak_by_gpu_name():
 # ------------------------------------------------------------------------------ tables, JSON
 
 def row(m, n, k, times, dtype="bf16", suites=("square",), peak=1000.0):
-    """A finished row; times maps an implementation to its µs, "WRONG" or "failed"."""
+    """A finished row; times maps an implementation to its µs, "WRONG", "NaN" (wrong, not finite) or "failed"."""
     impls = {}
     for name, t in times.items():
-        impls[name] = ({"wrong": True, "rel_err": 0.3} if t == "WRONG" else {"error": "RuntimeError: boom"}
-                       if t == "failed" else {"us": t, "eager_us": t + 5, "rel_err": 1e-3})
+        impls[name] = ({"wrong": True, "rel_err": 0.3} if t == "WRONG" else {"wrong": True, "rel_err": None}
+                       if t == "NaN" else {"error": "RuntimeError: boom"} if t == "failed"
+                       else {"us": t, "eager_us": t + 5, "rel_err": 1e-3})
     return bench.finish_row({"suites": list(suites), "m": m, "n": n, "k": k, "dtype": dtype, "layout": "nn",
                              "reps": 2, "impls": impls}, peak)
 
@@ -137,7 +138,8 @@ def test_tables_geomean_wrong_and_memory_bound():
     rows = [row(1024, 1024, 1024, {"torch.mm": 10.0, "cute[auto]": 20.0, "triton": 10.0}),
             row(2048, 2048, 2048, {"torch.mm": 40.0, "cute[auto]": 20.0, "triton": "failed"}),
             row(4096, 4096, 4096, {"torch.mm": 80.0, "cute[auto]": "WRONG", "triton": 80.0}),
-            row(16, 4096, 4096, {"torch.mm": 20.0, "cute[auto]": 40.0}, suites=("decode",), peak=None)]
+            row(16, 4096, 4096, {"torch.mm": 20.0, "cute[auto]": 40.0}, suites=("decode",), peak=None),
+            row(1, 4096, 4096, {"torch.mm": 20.0, "cute[auto]": "NaN"}, suites=("decode",))]
     text = bench.format_tables(rows)
     assert "## square, bf16, layout nn" in text and "## decode, bf16, layout nn" in text
     # 0.5x and 2x: geomean 1; the WRONG shape and the failed one are left out and counted
@@ -145,10 +147,11 @@ def test_tables_geomean_wrong_and_memory_bound():
             "triton 1.000 over 2 shapes (1 failed)") in text
     assert "| 4096x4096x4096 | cute[auto] | WRONG (rel err 3.0e-01) | - | - | - | - | - |" in text
     assert "| 2048x2048x2048 | triton | failed | - | - | - | - | - |" in text
+    assert "| 1x4096x4096 | cute[auto] | WRONG (rel err not finite) | - | - | - | - | - |" in text
     # compute-bound: no GB/s; memory-bound: GB/s = (16*4096 + 4096*4096 + 16*4096) * 2 B / 40 µs
     assert "| 1024x1024x1024 | cute[auto] | 20.0 | 25.0 | 107.4 | 10.7 | - | 0.50 |" in text
     assert "| 16x4096x4096 | cute[auto] | 40.0 | 45.0 | 13.4 | - | 845 | 0.50 |" in text
-    assert "geomean x torch.mm (every shape, bf16): cute[auto] 0.794 over 3 shapes (1 WRONG)" in text
+    assert "geomean x torch.mm (every shape, bf16): cute[auto] 0.794 over 3 shapes (2 WRONG)" in text
 
 
 def test_tables_split_by_dtype_and_sum_up_over_both():
