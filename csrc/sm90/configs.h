@@ -10,20 +10,25 @@ struct TileConfig {
   int bm, bn, bk;
   int stages;     // shared-memory ring depth
   int consumers;  // math warpgroups; each owns bm / consumers rows of the tile
+  int cluster_m;  // blocks per cluster along M; they share (multicast) each B tile
   const char* name;
 };
 
 // One row per line, "/* index */ {...}": csrc/instantiations/generate.py and the tests parse it.
 inline constexpr TileConfig kConfigs[] = {
-    /* 0 */ {128, 256, 64, 3, 2, "128x256x64_s3_c2"},  // cooperative: 2 x (64x256) per tile
-    /* 1 */ {128, 128, 64, 5, 2, "128x128x64_s5_c2"},  // 2 x (64x128): deeper ring, twice the tiles
+    /* 0 */ {128, 256, 64, 4, 2, 1, "128x256x64_s4_c2"},     // cooperative: 2 x (64x256) per tile
+    /* 1 */ {128, 128, 64, 6, 2, 1, "128x128x64_s6_c2"},     // 2 x (64x128): deeper ring, twice the tiles
+    /* 2 */ {128, 256, 64, 4, 2, 2, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-// Host rule, from the H100 runs in docs/tuning.md: the 128x256 tile once its tiles fill the GPU,
-// else the 128x128 tile with its deeper ring, which makes twice the blocks (128x8192x8192: 0.66x
-// torch.mm against 0.38x with the large tile and 0.56x with the sm80 family).
+// Host rule, from the H100 runs in docs/tuning.md: with at least two waves of 128x256 tiles the
+// 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
+// 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);
+// below that the 128x128 tile with its deeper ring, which makes twice the blocks.
 inline int choose_config(int m, int n, int num_sms) {
+  const long long tiles = (long long)((m + kConfigs[0].bm - 1) / kConfigs[0].bm) * ((n + kConfigs[0].bn - 1) / kConfigs[0].bn);
+  if (tiles >= 2LL * num_sms) return 2;
   return tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
 }
 

@@ -8,8 +8,11 @@
 // Included only by csrc/instantiations/sm90_*.cu.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cuda_runtime.h>
 
+#include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "sm90/launch.h"
@@ -51,7 +54,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBarrier = cutlass::arch::ClusterBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kBK = Tr::kBK, kStages = Tr::kStages;
-  constexpr int kConsumerThreads = 128 * Tr::kConsumers;
   const GemmParams& p = params.p;
 
   extern __shared__ char smem_raw[];
@@ -63,18 +65,36 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                   // the producer's arrive + TMA bytes
-      EmptyBarrier::init(&smem.empty[s], kConsumerThreads);  // every consumer thread
+      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
     if (p.c_vector_ok) cute::prefetch_tma_descriptor(params.tma_c.get_tma_descriptor());
   }
-  __syncthreads();
+  // Barrier inits must be visible to the peer block before it multicasts or arrives here.
+  constexpr int kCluster = Tr::kCluster;
+  if constexpr (kCluster > 1) {
+    cute::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
+  // The blocks of a cluster compute vertically adjacent tiles (same B tile): the scheduler walks
+  // "cluster tiles" of kCluster x 1 tiles in the grouped order. A block whose tile lies past M
+  // (odd tile rows) still loads and computes zeros, since its peer needs its half of B; its
+  // stores are clipped.
+  const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
-  const int64_t num_tiles = int64_t(num_m) * num_n;
+  const int num_cm = (num_m + kCluster - 1) / kCluster;
+  const int64_t num_cluster_tiles = int64_t(num_cm) * num_n;
+  const int group = std::max(p.group_m / kCluster, 1);
+  const int64_t first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
+  auto tile_of = [&](int64_t t) {
+    const TileCoord c = grouped_tile(t, num_cm, num_n, group);
+    return TileCoord{c.m * kCluster + rank, c.n};
+  };
   const int k_tiles = (p.k + kBK - 1) / kBK;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -87,21 +107,26 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k));  // (M,K) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k));  // (N,K)
-      for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-        const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
+      for (int64_t t = first; t < num_cluster_tiles; t += step) {
+        const TileCoord tile = tile_of(t);
         Tensor gA = local_tile(mA, make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB, make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
-        auto [tBgB, tBsB] = tma_partition(params.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB),
-                                          group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE)
+        auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
+                                          group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
           // Boxes past M, N or K are zero-filled by TMA and still count their full bytes.
           copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
-          copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
+          if constexpr (kCluster > 1) {
+            copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1)), tBgB(_, kt),
+                 tBsB(_, ring.stage));
+          } else {
+            copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
+          }
           ring.advance();
         }
       }
@@ -109,44 +134,58 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   } else {
     // ---------------------------------------------------------------- consumers
     cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
-    const int ctid = threadIdx.x - 128;     // 0 .. kConsumerThreads-1
+    const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
     const int consumer = warp_group - 1;    // which 64-row slice of the tile
+    const bool lane0 = ctid % 32 == 0;  // one arrival per warp on the "empty" barriers
     typename Tr::TiledMma mma;
     auto thr_mma = mma.get_thread_slice(ctid);
     Tensor tCsA = thr_mma.partition_A(sA);        // (MMA,MMA_M,MMA_K,PIPE)
     Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // WGMMA shared-memory descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});      // (BM,BN) padded
-    Tensor sCt = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutCTma{});  // (BM,BN) swizzled
-    Tensor tCsC = thr_mma.partition_C(sC);                                           // (MMA,MMA_M,MMA_N)
-    Tensor tCsCt = thr_mma.partition_C(sCt);                                         // (MMA,MMA_M,MMA_N)
-    Tensor acc = thr_mma.partition_fragment_C(sC);  // (MMA,MMA_M,MMA_N) fp32
+    auto tile_mn = make_shape(Int<kBM>{}, Int<kBN>{});
+    Tensor acc = partition_fragment_C(mma, tile_mn);                   // (MMA,MMA_M,MMA_N) fp32
+    Tensor tCcC = thr_mma.partition_C(make_identity_tensor(tile_mn));  // (row, col) in the tile
 
-    Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_shape(p.m, p.n),
-                            make_stride(p.ldc, Int<1>{}));  // (M,N)
-    Tensor cC = make_identity_tensor(shape(mC));
-    typename Tr::GmemCopyC s2g;
-    auto s2g_thr = s2g.get_thread_slice(ctid % 128);
-    auto slice = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<kBN>{});
-    Tensor tSsC = s2g_thr.partition_S(local_tile(sC, slice, make_coord(consumer, 0)));  // (CPY,CPY_M,CPY_N)
-    Tensor sCslice = local_tile(sCt, slice, make_coord(consumer, 0));                  // (64,BN) swizzled
-    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));                   // (M,N) TMA coordinates
+    // C staging for the TMA-store path: chunk j of the accumulators (columns 64j..64j+63) is
+    // converted into a ChunkMma-shaped register fragment and stmatrix-ed into buffer j % 2.
+    constexpr int kChunks = kBN / Tr::kChunkN;
+    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,64,BUF)
+    typename Tr::StoreC r2s;
+    auto thr_r2s = r2s.get_thread_slice(ctid);
+    Tensor tRSsC = thr_r2s.partition_D(sC);  // (CPY,CPY_M,CPY_N,BUF)
+    Tensor rC = make_tensor<T>(partition_shape_C(typename Tr::ChunkMma{}, make_shape(Int<kBM>{}, Int<Tr::kChunkN>{})));  // (MMA,1,1)
+    Tensor tRSrC = thr_r2s.retile_S(rC);     // (CPY,CPY_M,CPY_N)
+    constexpr int kChunkValues = decltype(size(rC))::value;
+    static_assert(kChunkValues * kChunks == decltype(size(acc))::value, "chunks cover the accumulators");
+    Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kChunks>{})));
+    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));  // (M,N) TMA coordinates
+    auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
 
-    for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-      const TileCoord tile = grouped_tile(t, num_m, num_n, p.group_m);
+    // One lane per warp releases a slot, to every block of the cluster, once the warp's WGMMAs
+    // that read it are complete.
+    auto release = [&](int stage) {
+      CUTE_UNROLL
+      for (int c = 0; c < kCluster; ++c) {
+        if constexpr (kCluster > 1) {
+          EmptyBarrier::arrive(&smem.empty[stage], c, lane0);
+        } else if (lane0) {
+          EmptyBarrier::arrive(&smem.empty[stage]);
+        }
+      }
+    };
+    for (int64_t t = first; t < num_cluster_tiles; t += step) {
+      const TileCoord tile = tile_of(t);
 
-      // Main loop: wait for a slot, issue its WGMMAs, wait for them, release the slot. The two
-      // consumer warpgroups interleave on the tensor cores, so waiting per k-tile costs little;
-      // keeping one batch in flight instead made ptxas serialize every WGMMA (warning C7514,
-      // measured 5-8 % slower, docs/tuning.md).
+      // Main loop: wait for a slot, issue its WGMMAs, then wait until only this batch is in
+      // flight, so the previous batch's slot can go back to the producer while the tensor cores
+      // work. The operand fences keep the compiler from touching the accumulators meanwhile.
       mma.accumulate_ = GMMA::ScaleOut::Zero;
+      int prev_stage = -1;
+      warpgroup_fence_operand(acc);
       for (int kt = 0; kt < k_tiles; ++kt) {
         FullBarrier::wait(&smem.full[ring.stage], ring.phase);
-        // The operand fences keep the compiler from touching the accumulators while WGMMAs
-        // are in flight.
-        warpgroup_fence_operand(acc);
         warpgroup_arrive();
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tCrA); ++kb) {
@@ -154,51 +193,79 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           mma.accumulate_ = GMMA::ScaleOut::One;
         }
         warpgroup_commit_batch();
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(acc);
-        EmptyBarrier::arrive(&smem.empty[ring.stage]);
+        warpgroup_wait<1>();
+        if (prev_stage >= 0) release(prev_stage);
+        prev_stage = ring.stage;
         ring.advance();
       }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      if (prev_stage >= 0) release(prev_stage);
 
-      // Epilogue, on this warpgroup's 64-row slice. The first barrier keeps the previous
-      // tile's readers of the staging buffer (threads, or the TMA store) ahead of these writes.
-      const bool leader = ctid % 128 == 0;
+      // Epilogue, on this warpgroup's 64-row slice.
       if (p.c_vector_ok) {
-        if (leader) tma_store_wait<0>();
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); ++i) {
-          tCsCt(i) = T(acc(i));
-        }
-        tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        if (leader) {
-          Tensor gC = local_tile(mCt, slice, make_coord(tile.m * Tr::kConsumers + consumer, tile.n));
-          auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCslice),
-                                            group_modes<0, 2>(gC));
-          copy(params.tma_c, tTsC, tTgC);
-          tma_store_arrive();
-        }
+        const bool leader = ctid % 128 == 0;
+        // A compile-time loop: a runtime chunk index would put acc in local memory.
+        for_each(make_int_sequence<kChunks>{}, [&](auto j) {
+          constexpr int buf = decltype(j)::value % 2;
+          // The store that last read this buffer (two chunks ago, maybe in the previous tile)
+          // must have finished reading before anyone overwrites it.
+          if (leader) tma_store_wait<1>();
+          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+          CUTE_UNROLL
+          for (int i = 0; i < kChunkValues; ++i) {
+            rC(i) = T(acc_chunks(i, j));
+          }
+          copy(r2s, tRSrC, tRSsC(_, _, _, buf));
+          tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
+          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+          if (leader) {
+            Tensor gC = local_tile(mCt, chunk, make_coord(tile.m * Tr::kConsumers + consumer, tile.n * kChunks + j));
+            Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(consumer, 0));
+            auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
+                                              group_modes<0, 2>(gC));
+            copy(params.tma_c, tTsC, tTgC);
+            tma_store_arrive();
+          }
+        });
       } else {
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
+        T* c = static_cast<T*>(p.c);
+        const int row0 = tile.m * kBM, col0 = tile.n * kBN;
         CUTE_UNROLL
         for (int i = 0; i < size(acc); ++i) {
-          tCsC(i) = T(acc(i));
+          const int row = row0 + get<0>(tCcC(i)), col = col0 + get<1>(tCcC(i));
+          if (row < p.m && col < p.n) c[int64_t(row) * p.ldc + col] = T(acc(i));
         }
-        cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-        auto coord = make_coord(tile.m * Tr::kConsumers + consumer, tile.n);
-        store_tile(s2g, tSsC, s2g_thr.partition_D(local_tile(mC, slice, coord)),
-                   s2g_thr.partition_D(local_tile(cC, slice, coord)), p.m, p.n, false);
       }
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
     if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
   }
+  // The peer may still multicast into this block or arrive on its barriers until it is done.
+  if constexpr (kCluster > 1) cute::cluster_sync();
 #else
   // Built for an arch without WGMMA: the host launches this family only on sm_90 devices and only
   // when the build targeted sm_90a (CUTE_GEMM_HAS_SM90A, set by setup.py).
   __trap();
 #endif
+}
+
+// How many clusters of this kernel the GPU holds at once, asked once per device (the answer
+// depends only on the kernel and the device). Tag: the kernel's traits type.
+template <class Tag>
+cudaError_t max_active_clusters(const void* kernel, const cudaLaunchConfig_t* config, int* clusters) {
+  static std::atomic<int> cached[64];  // value + 1 per device; 0: not asked yet
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (device < 64 && cached[device].load(std::memory_order_relaxed) > 0) {
+    *clusters = cached[device].load(std::memory_order_relaxed) - 1;
+    return cudaSuccess;
+  }
+  if (cudaError_t e = cudaOccupancyMaxActiveClusters(clusters, kernel, config); e != cudaSuccess) return e;
+  if (*clusters < 1) return cudaErrorInvalidConfiguration;  // would never run
+  if (device < 64) cached[device].store(*clusters + 1, std::memory_order_relaxed);
+  return cudaSuccess;
 }
 
 template <DType D, bool AKMajor, bool BKMajor, int Cfg>
@@ -216,18 +283,43 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
                           make_layout(make_shape(p.n, p.k), mn_k_stride<BKMajor>(p.ldb)));
   KernelParams<Tr> params{
       make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
-      make_tma_atom(SM90_TMA_LOAD{}, mB, typename Tr::SmemLayoutB{}(_, _, 0), make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{})),
+      make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
+                    make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{}),
       {},
       p};
   if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_layout(make_shape(p.m, p.n), make_stride(p.ldc, Int<1>{})));
-    params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCSlice{},
-                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kBN>{}));
+    params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCChunk{},
+                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}));
   }
 
-  const long long tiles = (long long)((p.m + Tr::kBM - 1) / Tr::kBM) * ((p.n + Tr::kBN - 1) / Tr::kBN);
-  const int grid = int(tiles < p.grid_limit ? tiles : p.grid_limit);
-  kernel<<<dim3(grid), dim3(Tr::kThreads), smem, stream>>>(params);
+  // Persistent grid: whole clusters, no more than fit on the GPU at once (with clusters the
+  // hardware may place fewer blocks than SMs) and no more than there are cluster tiles.
+  cudaLaunchConfig_t config = {};
+  config.blockDim = dim3(Tr::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = Tr::kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  long long resident = p.grid_limit / Tr::kCluster;
+  if constexpr (Tr::kCluster > 1) {
+    int clusters = 0;
+    config.gridDim = dim3(unsigned(resident * Tr::kCluster));
+    if (cudaError_t e = max_active_clusters<Tr>(reinterpret_cast<const void*>(kernel), &config, &clusters);
+        e != cudaSuccess) {
+      return e;
+    }
+    resident = std::min<long long>(resident, clusters);
+  }
+  const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
+  const long long cluster_tiles = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n;
+  config.gridDim = dim3(unsigned(std::max(1ll, std::min(cluster_tiles, resident)) * Tr::kCluster));
+  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 

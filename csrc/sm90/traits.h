@@ -18,6 +18,11 @@ struct KernelTraits {
   static constexpr TileConfig kCfg = kConfigs[Cfg];
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
+  static constexpr int kCluster = kCfg.cluster_m;
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 blocks along M");
+  // Each consumer warp releases a slot once, to the empty barrier of every block in the cluster
+  // (the producers of all of them multicast into this block's slot).
+  static constexpr int kEmptyArrivals = 4 * kConsumers * kCluster;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0 loads, the rest compute
   static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
   static_assert(kBK * sizeof(Element) == 128, "one 128-byte swizzle row per K-major tile row");
@@ -27,8 +32,15 @@ struct KernelTraits {
   // (K-major or MN-major per operand); TMA writes them in the same swizzle.
   using SmemAtomA = std::conditional_t<AKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
   using SmemAtomB = std::conditional_t<BKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
-  using SmemLayoutA = decltype(tile_to_shape(SmemAtomA{}, make_shape(Int<kBM>{}, Int<kBK>{}, Int<kStages>{})));
-  using SmemLayoutB = decltype(tile_to_shape(SmemAtomB{}, make_shape(Int<kBN>{}, Int<kBK>{}, Int<kStages>{})));
+  // An MN-major atom is 64 (MN) x 8 (K): stack the atoms along K first, so that one TMA box
+  // covers 64 x kBK contiguous bytes. Stacked along MN first, the box shrank to 64 x 8 and the
+  // producer issued 32 TMA loads per 256 x 64 tile instead of 4 (the consumers starved).
+  template <bool KMajor>
+  using AtomOrder = std::conditional_t<KMajor, Step<_1, _2, _3>, Step<_2, _1, _3>>;
+  using SmemLayoutA = decltype(tile_to_shape(SmemAtomA{}, make_shape(Int<kBM>{}, Int<kBK>{}, Int<kStages>{}),
+                                             AtomOrder<AKMajor>{}));
+  using SmemLayoutB = decltype(tile_to_shape(SmemAtomB{}, make_shape(Int<kBN>{}, Int<kBK>{}, Int<kStages>{}),
+                                             AtomOrder<BKMajor>{}));
 
   static constexpr GMMA::Major kMajorA = AKMajor ? GMMA::Major::K : GMMA::Major::MN;
   static constexpr GMMA::Major kMajorB = BKMajor ? GMMA::Major::K : GMMA::Major::MN;
@@ -45,39 +57,42 @@ struct KernelTraits {
   using GmemTensorB = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayoutB{}));
   using TmaA = decltype(make_tma_atom(SM90_TMA_LOAD{}, std::declval<GmemTensorA>(), SmemLayoutA{}(_, _, 0),
                                       make_shape(Int<kBM>{}, Int<kBK>{})));
-  using TmaB = decltype(make_tma_atom(SM90_TMA_LOAD{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
-                                      make_shape(Int<kBN>{}, Int<kBK>{})));
+  // B is shared by the blocks of a cluster: each loads 1/kCluster of the tile and multicasts it.
+  using TmaLoadB = std::conditional_t<(kCluster > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+  using TmaB = decltype(make_tma_atom(TmaLoadB{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
+                                      make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
-  // Epilogue. With 16-byte aligned C rows: each consumer writes its 64-row slice in the 128-byte
-  // swizzle (conflict-free accumulator-pair stores) and one thread TMA-stores it asynchronously,
-  // so the next tile's main loop starts at once; TMA clips rows and columns past M and N.
-  // Otherwise: padded rows as in SM80 and predicated element/vector stores by every thread.
+  // Epilogue. With 16-byte aligned C rows each consumer converts its 64-row slice in 64-column
+  // chunks into one of two 128-byte-swizzled staging buffers (conflict-free accumulator-pair
+  // stores) and one thread TMA-stores the chunk asynchronously, so the conversion of the next
+  // chunk and the next tile's main loop overlap the stores; TMA clips rows and columns past M and
+  // N. The staging stays small (2 x kBM x 64) so the operand ring can be deep. Otherwise every
+  // thread stores its accumulators to global memory itself, element by element, bounded.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
-  using SmemLayoutCSlice = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                                  make_shape(Int<kRowsPerConsumer>{}, Int<kBN>{})));
-  using SmemLayoutCTma = decltype(tile_to_shape(SmemLayoutCSlice{}, make_shape(Int<kBM>{}, Int<kBN>{})));
+  static constexpr int kChunkN = 64;  // one 128-byte swizzle row of 16-bit elements
+  static_assert(kBN % (2 * kChunkN) == 0, "an even number of C chunks per tile (two staging buffers)");
+  using SmemLayoutCChunk = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                                  make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
+  using SmemLayoutC = decltype(tile_to_shape(SmemLayoutCChunk{},
+                                             make_shape(Int<kBM>{}, Int<kChunkN>{}, _2{})));  // (BM,64,BUF)
+  // The same WGMMA shape with N = 64: its per-thread C partition of one chunk lists the same
+  // values in the same order as a 64-column slice of TiledMma's accumulators. stmatrix writes a
+  // warp's 8x8 blocks of that partition, 16 bytes per thread per instruction.
+  using ChunkMma = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, Int<kChunkN>, Int<kBK>>, kMajorA,
+                           kMajorB>(),
+      Layout<Shape<Int<kConsumers>, _1, _1>>{}));
+  using StoreC = decltype(make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, ChunkMma{}));
   using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)),
                                            Layout<Shape<int, int>, Stride<int64_t, _1>>{}));
-  using TmaC = decltype(make_tma_atom(SM90_TMA_STORE{}, std::declval<GmemTensorC>(), SmemLayoutCSlice{},
-                                      make_shape(Int<kRowsPerConsumer>{}, Int<kBN>{})));
-  using SmemLayoutC = Layout<Shape<Int<kBM>, Int<kBN>>, Stride<Int<kBN + 8>, _1>>;
-  static auto gmem_copy_c() {
-    constexpr int kVec = 16 / sizeof(Element);
-    constexpr int kThrN = kBN / kVec;
-    static_assert(128 % kThrN == 0 && kRowsPerConsumer % (128 / kThrN) == 0, "C copy tiling");
-    return make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
-                           Layout<Shape<Int<128 / kThrN>, Int<kThrN>>, Stride<Int<kThrN>, _1>>{},
-                           Layout<Shape<_1, Int<kVec>>>{});
-  }
-  using GmemCopyC = decltype(gmem_copy_c());
-  static constexpr int kSmemCElems = cosize_v<SmemLayoutC> > cosize_v<SmemLayoutCTma> ? cosize_v<SmemLayoutC>
-                                                                                       : cosize_v<SmemLayoutCTma>;
+  using TmaC = decltype(make_tma_atom(SM90_TMA_STORE{}, std::declval<GmemTensorC>(), SmemLayoutCChunk{},
+                                      make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
 
   struct SharedStorage {
     alignas(1024) Element a[cosize_v<SmemLayoutA>];  // 128-byte swizzle atoms need 1024-byte alignment
     alignas(1024) Element b[cosize_v<SmemLayoutB>];
-    alignas(1024) Element c[kSmemCElems];  // either C layout above; 1024: the swizzled one
+    alignas(1024) Element c[cosize_v<SmemLayoutC>];  // C staging: two chunk buffers
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
   };
@@ -85,8 +100,9 @@ struct KernelTraits {
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
 
   // Register split: the producer warpgroup needs few, the consumers hold 128 fp32 accumulators.
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  // 40 for the producer (CUTLASS's choice) spilled 12 bytes with a multicast MN-major B.
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 };
 
