@@ -60,21 +60,34 @@ CUTE_DEVICE void store_tile(Copy const& s2g, TS const& tSsC, TG&& tSgC, TC const
   }
 }
 
-// Past 48 KB a kernel must opt in to dynamic shared memory, once per device. Tag: one flag set
-// per kernel instantiation (its traits type).
-template <class Tag>
-cudaError_t opt_in_smem(const void* kernel, int bytes) {
-  static std::atomic<unsigned long long> opted_in{0};  // bit d: done on device d
+// A launch-time CUDA call whose answer depends only on the kernel and the device, made once per
+// device and remembered (devices past 64 ask every time). Tag and Query tell the cached answers
+// apart: one set per kernel instantiation and call site. query(int*) -> cudaError_t.
+template <class Tag, class Query>
+cudaError_t once_per_device(int* result, Query query) {
+  static std::atomic<int> cached[64];  // answer + 1 per device; 0: not asked yet
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  const unsigned long long bit = device < 64 ? (1ull << device) : 0ull;
-  if (bit != 0 && (opted_in.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      e != cudaSuccess) {
-    return e;
+  if (device < 64) {
+    if (const int c = cached[device].load(std::memory_order_relaxed); c > 0) {
+      *result = c - 1;
+      return cudaSuccess;
+    }
   }
-  opted_in.fetch_or(bit, std::memory_order_relaxed);
+  if (cudaError_t e = query(result); e != cudaSuccess) return e;
+  if (device < 64) cached[device].store(*result + 1, std::memory_order_relaxed);
   return cudaSuccess;
+}
+
+// Past 48 KB a kernel must opt in to dynamic shared memory, once per device. Tag: the kernel's
+// traits type.
+template <class Tag>
+cudaError_t opt_in_smem(const void* kernel, int bytes) {
+  int done = 0;
+  return once_per_device<Tag>(&done, [&](int* r) {
+    *r = 1;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  });
 }
 
 }  // namespace cute_gemm

@@ -30,11 +30,15 @@ CUTE_GEMM_HOST_DEVICE TileCoord grouped_tile(int64_t pid, int num_m, int num_n, 
   return {int(first_m + local % gsize), int(local / gsize)};
 }
 
+// How many bm x bn output tiles cover an m x n result.
+inline long long tile_count(int m, int n, int bm, int bn) {
+  return (long long)((m + bm - 1) / bm) * ((n + bn - 1) / bn);
+}
+
 // Host rule shared by the families' tile choices: bm x bn tiles give at least three quarters of
 // the SMs a block. Below that, a tile that makes more blocks wins (docs/tuning.md).
 inline bool tiles_fill_gpu(int m, int n, int bm, int bn, int num_sms) {
-  const long long tiles = (long long)((m + bm - 1) / bm) * ((n + bn - 1) / bn);
-  return 4 * tiles >= 3 * (long long)num_sms;
+  return 4 * tile_count(m, n, bm, bn) >= 3 * (long long)num_sms;
 }
 
 }  // namespace cute_gemm

@@ -27,8 +27,7 @@ inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);
 // below that the 128x128 tile with its deeper ring, which makes twice the blocks.
 inline int choose_config(int m, int n, int num_sms) {
-  const long long tiles = (long long)((m + kConfigs[0].bm - 1) / kConfigs[0].bm) * ((n + kConfigs[0].bn - 1) / kConfigs[0].bn);
-  if (tiles >= 2LL * num_sms) return 2;
+  if (tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn) >= 2LL * num_sms) return 2;
   return tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
 }
 

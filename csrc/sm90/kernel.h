@@ -9,7 +9,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cuda_runtime.h>
 
 #include <cute/arch/cluster_sm90.hpp>
@@ -251,23 +250,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 #endif
 }
 
-// How many clusters of this kernel the GPU holds at once, asked once per device (the answer
-// depends only on the kernel and the device). Tag: the kernel's traits type.
-template <class Tag>
-cudaError_t max_active_clusters(const void* kernel, const cudaLaunchConfig_t* config, int* clusters) {
-  static std::atomic<int> cached[64];  // value + 1 per device; 0: not asked yet
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (device < 64 && cached[device].load(std::memory_order_relaxed) > 0) {
-    *clusters = cached[device].load(std::memory_order_relaxed) - 1;
-    return cudaSuccess;
-  }
-  if (cudaError_t e = cudaOccupancyMaxActiveClusters(clusters, kernel, config); e != cudaSuccess) return e;
-  if (*clusters < 1) return cudaErrorInvalidConfiguration;  // would never run
-  if (device < 64) cached[device].store(*clusters + 1, std::memory_order_relaxed);
-  return cudaSuccess;
-}
-
 template <DType D, bool AKMajor, bool BKMajor, int Cfg>
 cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg>;
@@ -310,7 +292,11 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   if constexpr (Tr::kCluster > 1) {
     int clusters = 0;
     config.gridDim = dim3(unsigned(resident * Tr::kCluster));
-    if (cudaError_t e = max_active_clusters<Tr>(reinterpret_cast<const void*>(kernel), &config, &clusters);
+    // Depends only on the kernel and the device: asked once per device.
+    if (cudaError_t e = once_per_device<Tr>(&clusters, [&](int* r) {
+          const cudaError_t err = cudaOccupancyMaxActiveClusters(r, kernel, &config);
+          return err == cudaSuccess && *r < 1 ? cudaErrorInvalidConfiguration : err;  // would never run
+        });
         e != cudaSuccess) {
       return e;
     }
