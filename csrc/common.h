@@ -33,6 +33,16 @@ CUTE_HOST_DEVICE auto mn_k_stride(int64_t ld) {
   }
 }
 
+// The same with a batch mode: (MN, K, L).
+template <bool KMajor>
+CUTE_HOST_DEVICE auto mn_k_l_stride(int64_t ld, int64_t batch) {
+  if constexpr (KMajor) {
+    return cute::make_stride(ld, cute::Int<1>{}, batch);
+  } else {
+    return cute::make_stride(cute::Int<1>{}, ld, batch);
+  }
+}
+
 // Shared -> global store of a C tile that a TiledCopy of 16-byte vectors along N partitions.
 // Rows past m_bound and columns past n_bound are not written; where the row is not 16-byte
 // aligned (vector_ok false) or the vector crosses N, elements are stored one by one.

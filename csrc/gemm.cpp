@@ -3,12 +3,16 @@
 #include "gemm.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <array>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -36,11 +40,12 @@ std::string shape_str(at::IntArrayRef sizes) {
   return s + "]";
 }
 
-// One operand seen as an (MN, K) matrix: A itself, or B transposed.
+// One operand seen as a batch of (MN, K) matrices: A itself, or B transposed.
 struct Operand {
   at::Tensor storage;  // keeps a padded copy alive for the launch
   const void* ptr = nullptr;
   int64_t ld = 0;
+  int64_t batch_stride = 0;
   bool k_major = true;
 };
 
@@ -50,37 +55,45 @@ bool vector_ready(const void* ptr, int64_t ld, int64_t extent, bool tma) {
 }
 
 // The kernels read 16-byte vectors (cp.async or TMA boxes) along the contiguous dimension, so an
-// operand serves in place when that dimension has stride 1, its base and leading stride are
-// 16-byte aligned and its extent is a whole number of vectors (no vector straddles the edge
-// into unknown memory). Anything else (other strides, an odd storage offset, K % 8 != 0 rows)
-// is copied once into a buffer with a padded, aligned leading dimension: the documented slower
-// path.
-Operand prepare_operand(const at::Tensor& x /* (MN, K) */, bool tma) {
-  const int64_t mn = x.size(0), k = x.size(1);
+// operand serves in place when that dimension has stride 1, its base, leading stride and batch
+// stride are 16-byte aligned and its extent is a whole number of vectors (no vector straddles
+// the edge into unknown memory). Anything else (other strides, an odd storage offset, K % 8 != 0
+// rows; for TMA also a zero stride) is copied once into a buffer with a padded, aligned leading
+// dimension: the documented slower path. x: (L, MN, K).
+Operand prepare_operand(const at::Tensor& x, bool tma) {
+  const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
   const void* ptr = x.data_ptr();
   // The stride of a size-1 dimension never multiplies a nonzero index: any aligned value serves.
-  const bool k_contig = x.stride(1) == 1 || k == 1;
-  const bool mn_contig = x.stride(0) == 1 || mn == 1;
-  const int64_t ld_k_major = mn == 1 ? round_up(k, kVec) : x.stride(0);
-  const int64_t ld_mn_major = k == 1 ? round_up(mn, kVec) : x.stride(1);
-  if (k_contig && vector_ready(ptr, ld_k_major, k, tma)) return {x, ptr, ld_k_major, true};
-  if (mn_contig && vector_ready(ptr, ld_mn_major, mn, tma)) return {x, ptr, ld_mn_major, false};
+  const bool k_contig = x.stride(2) == 1 || k == 1;
+  const bool mn_contig = x.stride(1) == 1 || mn == 1;
+  const int64_t ld_k_major = mn == 1 ? round_up(k, kVec) : x.stride(1);
+  const int64_t ld_mn_major = k == 1 ? round_up(mn, kVec) : x.stride(2);
+  // A single matrix gets the packed batch stride: TMA wants a nonzero multiple of 16 bytes even
+  // for a batch mode of extent 1.
+  auto batch_stride = [&](int64_t ld, bool k_major) { return batch == 1 ? ld * (k_major ? mn : k) : x.stride(0); };
+  auto batch_ok = [&](int64_t bs) { return bs % kVec == 0 && (!tma || bs > 0); };
+  if (k_contig && vector_ready(ptr, ld_k_major, k, tma) && batch_ok(batch_stride(ld_k_major, true))) {
+    return {x, ptr, ld_k_major, batch_stride(ld_k_major, true), true};
+  }
+  if (mn_contig && vector_ready(ptr, ld_mn_major, mn, tma) && batch_ok(batch_stride(ld_mn_major, false))) {
+    return {x, ptr, ld_mn_major, batch_stride(ld_mn_major, false), false};
+  }
 
   // Keep the operand's own orientation so the copy is a plain strided pass. The padding of a
   // K-major buffer is zeroed: the last vector of a row straddles K, and the kernels only
   // zero-fill vectors that start past K.
-  const bool k_major = !(x.stride(0) == 1 && x.stride(1) != 1);
+  const bool k_major = !(x.stride(1) == 1 && x.stride(2) != 1);
   if (k_major) {
     const int64_t ld = round_up(k, kVec);
-    at::Tensor buf = at::empty({mn, ld}, x.options());
-    if (ld > k) buf.narrow(1, k, ld - k).zero_();
-    buf.narrow(1, 0, k).copy_(x);
-    return {buf, buf.data_ptr(), ld, true};
+    at::Tensor buf = at::empty({batch, mn, ld}, x.options());
+    if (ld > k) buf.narrow(2, k, ld - k).zero_();
+    buf.narrow(2, 0, k).copy_(x);
+    return {buf, buf.data_ptr(), ld, mn * ld, true};
   }
   const int64_t ld = round_up(mn, kVec);
-  at::Tensor buf = at::empty({k, ld}, x.options());  // rows past MN feed no stored output
-  buf.narrow(1, 0, mn).copy_(x.t());
-  return {buf, buf.data_ptr(), ld, false};
+  at::Tensor buf = at::empty({batch, k, ld}, x.options());  // rows past MN feed no stored output
+  buf.narrow(2, 0, mn).copy_(x.transpose(1, 2));
+  return {buf, buf.data_ptr(), ld, k * ld, false};
 }
 
 using Launcher = cudaError_t (*)(const GemmParams&, cudaStream_t);
@@ -143,56 +156,173 @@ bool use_sm90(const cudaDeviceProp& prop) {
   return true;
 }
 
-void check_operand(const at::Tensor& x, const char* name, const char* shape) {
-  TORCH_CHECK_VALUE(x.layout() == at::kStrided, "mm: ", name, " must be a dense (strided) tensor, got layout ",
+// The epilogue of an op, as the host sees it: X (expanded to (M, N)) is used when defined.
+struct Epilogue {
+  at::Tensor x;
+  double alpha = 1.0, beta = 0.0;
+  Activation act = Activation::kNone;
+};
+
+const char* dims_of(int dims) { return dims == 2 ? "2-D" : "3-D"; }
+
+void check_operand(const char* op, const at::Tensor& x, const char* name, int dims, const char* shape) {
+  TORCH_CHECK_VALUE(x.layout() == at::kStrided, op, ": ", name, " must be a dense (strided) tensor, got layout ",
                     x.layout());
-  TORCH_CHECK_VALUE(x.is_cuda(), "mm: ", name, " must be a CUDA tensor, got device ", x.device());
-  TORCH_CHECK_VALUE(x.dim() == 2, "mm: ", name, " must be 2-D ", shape, ", got shape ", shape_str(x.sizes()));
-  TORCH_CHECK_TYPE(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, "mm: ", name,
-                   " must be float16 or bfloat16, got ", x.scalar_type());
-  for (int d = 0; d < 2; ++d) {
-    TORCH_CHECK_VALUE(x.size(d) <= std::numeric_limits<int>::max(), "mm: ", name, " dimension ", num(d),
+  TORCH_CHECK_VALUE(x.is_cuda(), op, ": ", name, " must be a CUDA tensor, got device ", x.device());
+  TORCH_CHECK_VALUE(x.dim() == dims, op, ": ", name, " must be ", dims_of(dims), " ", shape, ", got shape ",
+                    shape_str(x.sizes()));
+  TORCH_CHECK_TYPE(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat,
+                   op, ": ", name, " must be float16, bfloat16 or float32, got ", x.scalar_type());
+  for (int d = 0; d < dims; ++d) {
+    TORCH_CHECK_VALUE(x.size(d) <= std::numeric_limits<int>::max(), op, ": ", name, " dimension ", num(d),
                       " must be below 2^31, got ", num(x.size(d)));
   }
 }
 
-}  // namespace
-
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
-  check_operand(a, "a", "(M, K)");
-  check_operand(b, "b", "(K, N)");
-  TORCH_CHECK_VALUE(a.device() == b.device(), "mm: a and b must be on the same device, got a on ", a.device(),
+// a (…, M, K) and b (…, K, N): the rules every op shares. Returns the result dtype.
+at::ScalarType check_pair(const char* op, const at::Tensor& a, const at::Tensor& b, int dims,
+                          std::optional<at::ScalarType> out_dtype) {
+  check_operand(op, a, "a", dims, dims == 2 ? "(M, K)" : "(B, M, K)");
+  check_operand(op, b, "b", dims, dims == 2 ? "(K, N)" : "(B, K, N)");
+  TORCH_CHECK_VALUE(a.device() == b.device(), op, ": a and b must be on the same device, got a on ", a.device(),
                     " and b on ", b.device());
-  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "mm: a and b must have the same dtype, got a ",
+  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), op, ": a and b must have the same dtype, got a ",
                    a.scalar_type(), " and b ", b.scalar_type());
-  TORCH_CHECK_VALUE(a.size(1) == b.size(0), "mm: a's columns (K) must equal b's rows, got a ", shape_str(a.sizes()),
-                    " and b ", shape_str(b.sizes()));
+  TORCH_CHECK_VALUE(a.size(-1) == b.size(-2), op, ": a's columns (K) must equal b's rows, got a ",
+                    shape_str(a.sizes()), " and b ", shape_str(b.sizes()));
+  if (dims == 3) {
+    TORCH_CHECK_VALUE(a.size(0) == b.size(0), op, ": a and b must have the same batch size, got a ",
+                      shape_str(a.sizes()), " and b ", shape_str(b.sizes()));
+  }
+  const at::ScalarType in = a.scalar_type();
+  if (!out_dtype.has_value()) return in;
+  TORCH_CHECK_TYPE(*out_dtype == in || *out_dtype == at::kFloat, op, ": out_dtype must be None, ", in,
+                   " (the inputs' dtype) or Float (float32), got ", *out_dtype);
+  return *out_dtype;
+}
 
-  const c10::cuda::CUDAGuard guard(a.device());
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  at::Tensor c = at::empty({M, N}, a.options());
-  if (M == 0 || N == 0) return c;
-  if (K == 0) return c.zero_();  // an empty sum, as torch.mm
+// out= of an op: exactly the result's shape, dtype and device, no overlap with any input.
+void check_out(const char* op, const at::Tensor& out, at::IntArrayRef shape, at::ScalarType dtype,
+               const at::Tensor& a, std::initializer_list<std::pair<const char*, const at::Tensor*>> inputs) {
+  TORCH_CHECK_VALUE(out.layout() == at::kStrided, op, ": out must be a dense (strided) tensor, got layout ",
+                    out.layout());
+  TORCH_CHECK_VALUE(out.device() == a.device(), op, ": out must be on the inputs' device ", a.device(), ", got ",
+                    out.device());
+  TORCH_CHECK_TYPE(out.scalar_type() == dtype, op, ": out must have the result dtype ", dtype, ", got ",
+                   out.scalar_type());
+  TORCH_CHECK_VALUE(out.sizes() == shape, op, ": out must have shape ", shape_str(shape), ", got ",
+                    shape_str(out.sizes()));
+  TORCH_CHECK_VALUE(at::has_internal_overlap(out) != at::MemOverlap::Yes, op,
+                    ": out must not have overlapping elements (an expanded tensor), got strides ",
+                    shape_str(out.strides()));
+  for (const auto& [name, t] : inputs) {
+    if (t == nullptr || !t->defined()) continue;
+    const at::MemOverlapStatus s = at::get_overlap_status(out, *t);
+    TORCH_CHECK_VALUE(s == at::MemOverlapStatus::No || s == at::MemOverlapStatus::TooHard, op,
+                      ": out must not overlap ", name);
+  }
+}
+
+Activation parse_activation(const char* op, std::optional<c10::string_view> name) {
+  if (!name.has_value()) return Activation::kNone;
+  const std::string s(name->data(), name->size());
+  if (s == "relu") return Activation::kRelu;
+  if (s == "gelu") return Activation::kGelu;
+  if (s == "gelu_tanh") return Activation::kGeluTanh;
+  if (s == "silu") return Activation::kSilu;
+  TORCH_CHECK_VALUE(false, op, ": activation must be one of None, 'relu', 'gelu', 'gelu_tanh', 'silu', got '", s,
+                    "'");
+  return Activation::kNone;
+}
+
+double real_scalar(const char* op, const char* name, const at::Scalar& v) {
+  TORCH_CHECK_VALUE(!v.isComplex(), op, ": ", name, " must be a real number, got ", v.toComplexDouble());
+  return v.toDouble();
+}
+
+// The whole computation with torch's own ops, in fp32: float32 inputs without a TF32 kernel
+// (torch.mm's own precision rules then apply) and K = 0. a3 (L, M, K), b3 (L, K, N).
+at::Tensor torch_math(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep) {
+  at::Tensor z = a3.size(2) == 0 ? at::zeros({a3.size(0), a3.size(1), b3.size(2)}, a3.options().dtype(at::kFloat))
+                                 : at::bmm(a3, b3).to(at::kFloat);
+  if (ep.alpha != 1.0) z.mul_(ep.alpha);
+  if (ep.x.defined()) z.add_(ep.x.to(at::kFloat), ep.beta);
+  switch (ep.act) {
+    case Activation::kRelu: z.relu_(); break;
+    case Activation::kGelu: z = at::gelu(z); break;
+    case Activation::kGeluTanh: z = at::gelu(z, "tanh"); break;
+    case Activation::kSilu: z = at::silu(z); break;
+    default: break;
+  }
+  return z;
+}
+
+// C is written in place when its rows are contiguous; the kernels' row-major C.
+bool c_in_place(const at::Tensor& c3) {
+  const int64_t m = c3.size(1), n = c3.size(2);
+  return (c3.stride(2) == 1 || n == 1) && (c3.stride(1) >= n || m == 1) && c3.stride(1) >= 0 && c3.stride(0) >= 0;
+}
+
+// The one launch site: out3 (L, M, N) = epilogue(a3 (L, M, K) @ b3 (L, K, N)), all checked.
+void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3) {
+  const int64_t L = a3.size(0), M = a3.size(1), K = a3.size(2), N = b3.size(2);
+  if (L == 0 || M == 0 || N == 0) return;
+  const c10::cuda::CUDAGuard guard(a3.device());
+  // fp32 inputs: torch.mm's own kernels (cute_gemm has no TF32 kernel yet); K = 0: an empty sum.
+  if (K == 0 || a3.scalar_type() == at::kFloat) {
+    out3.copy_(torch_math(a3, b3, ep));
+    return;
+  }
 
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  TORCH_CHECK(prop->major >= 8, "mm: cute_gemm needs a GPU of compute capability 8.0 or newer; ", a.device(),
-              " is ", num(prop->major), ".", num(prop->minor));
-
+  TORCH_CHECK(prop->major >= 8, "cute_gemm needs a GPU of compute capability 8.0 or newer; ", a3.device(), " is ",
+              num(prop->major), ".", num(prop->minor));
   const bool sm90 = use_sm90(*prop);
+
+  // One weight for every batch (b's batch stride 0) and batches of A stacked row after row (and
+  // C likewise): one (L*M, K) @ (K, N) problem, which also spares TMA a zero stride.
+  at::Tensor a = a3, b = b3, c = out3;
+  if (L > 1 && b3.stride(0) == 0 && a3.stride(0) == M * a3.stride(1) && out3.stride(0) == M * out3.stride(1)) {
+    a = a3.as_strided({1, L * M, K}, {0, a3.stride(1), a3.stride(2)});
+    b = b3.as_strided({1, K, N}, {0, b3.stride(1), b3.stride(2)});
+    c = out3.as_strided({1, L * M, N}, {0, out3.stride(1), out3.stride(2)});
+  }
+  const int64_t batch = a.size(0), rows = a.size(1);
+  TORCH_CHECK_VALUE(rows <= std::numeric_limits<int>::max(), "cute_gemm: batch x M must be below 2^31 when the "
+                    "batches of a and out are stacked rows, got ", num(rows));
+
+  const bool c_f32 = out3.scalar_type() == at::kFloat;
+  at::Tensor target = c_in_place(c) ? c : at::empty(c.sizes(), c.options());
   const Operand A = prepare_operand(a, sm90);
-  const Operand B = prepare_operand(b.t(), sm90);
+  const Operand B = prepare_operand(b.transpose(1, 2), sm90);
 
   GemmParams p;
   p.a = A.ptr;
   p.b = B.ptr;
-  p.c = c.data_ptr();
-  p.m = int(M);
+  p.c = target.data_ptr();
+  p.m = int(rows);
   p.n = int(N);
   p.k = int(K);
   p.lda = A.ld;
   p.ldb = B.ld;
-  p.ldc = N;
-  p.c_vector_ok = N % kVec == 0;  // c is freshly allocated, so its base is aligned
+  p.ldc = rows == 1 ? round_up(N, kVec) : target.stride(1);
+  p.batch = int(batch);
+  p.batch_a = A.batch_stride;
+  p.batch_b = B.batch_stride;
+  p.batch_c = batch == 1 ? p.ldc * rows : target.stride(0);
+  // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers).
+  p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
+                  p.batch_c % kVec == 0 && p.batch_c > 0;
+  p.c_f32 = c_f32;
+  if (ep.x.defined() && ep.beta != 0.0) {
+    p.x = ep.x.data_ptr();
+    p.x_ldm = ep.x.stride(0);
+    p.x_ldn = ep.x.stride(1);
+    p.x_f32 = ep.x.scalar_type() == at::kFloat;
+    p.beta = float(ep.beta);
+  }
+  p.alpha = float(ep.alpha);
+  p.act = ep.act;
   p.grid_limit = prop->multiProcessorCount;
   // CUTE_GEMM_GROUP_M=<tile rows per group>; CUTE_GEMM_SM80_CONFIG / CUTE_GEMM_SM90_CONFIG=<row of
   // that family's configs.h> pin the tile (benchmarks, tests).
@@ -201,6 +331,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   Launcher launch = nullptr;
+  int bm = 0, bn = 0;
   if (sm90) {
     const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
     const int cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, prop->multiProcessorCount);
@@ -211,13 +342,106 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
                                 : sm80::choose_config(p.m, p.n, prop->multiProcessorCount,
                                                       int(prop->sharedMemPerBlockOptin));
     launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
+    bm = sm80::kConfigs[cfg].bm;
+    bn = sm80::kConfigs[cfg].bn;
   }
-  const cudaError_t err = launch(p, at::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "mm: kernel launch failed on ", a.device(), ": ", cudaGetErrorString(err),
-              err == cudaErrorNoKernelImageForDevice
-                  ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
-                  : "");
-  return c;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1: launch the
+  // batches in slices that fit.
+  const int64_t per_launch =
+      sm90 ? batch : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
+  for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
+    GemmParams q = p;
+    q.batch = int(std::min(per_launch, batch - l0));
+    q.a = static_cast<const char*>(p.a) + l0 * p.batch_a * a.element_size();
+    q.b = static_cast<const char*>(p.b) + l0 * p.batch_b * a.element_size();
+    q.c = static_cast<char*>(p.c) + l0 * p.batch_c * target.element_size();
+    const cudaError_t err = launch(q, stream);
+    TORCH_CHECK(err == cudaSuccess, "cute_gemm: kernel launch failed on ", a.device(), ": ", cudaGetErrorString(err),
+                err == cudaErrorNoKernelImageForDevice
+                    ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
+                    : "");
+  }
+  if (!target.is_same(c)) c.copy_(target);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the ops (schemas in bindings.cpp)
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype) {
+  const at::ScalarType dtype = check_pair("mm", a, b, 2, out_dtype);
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options().dtype(dtype));
+  gemm_into(a.unsqueeze(0), b.unsqueeze(0), {}, out.unsqueeze(0));
+  return out;
+}
+
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out) {
+  check_pair("mm", a, b, 2, out_dtype);
+  check_out("mm", out, {a.size(0), b.size(1)}, out_dtype.value_or(a.scalar_type()), a, {{"a", &a}, {"b", &b}});
+  gemm_into(a.unsqueeze(0), b.unsqueeze(0), {}, out.unsqueeze(0));
+  return out;
+}
+
+namespace {
+
+Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                        const at::Scalar& alpha, std::optional<c10::string_view> activation, at::ScalarType dtype) {
+  const int64_t M = a.size(0), N = b.size(1);
+  TORCH_CHECK_VALUE(input.layout() == at::kStrided, "addmm: input must be a dense (strided) tensor, got layout ",
+                    input.layout());
+  TORCH_CHECK_VALUE(input.device() == a.device(), "addmm: input must be on a's device ", a.device(), ", got ",
+                    input.device());
+  TORCH_CHECK_TYPE(input.scalar_type() == a.scalar_type() || (input.scalar_type() == at::kFloat && dtype == at::kFloat),
+                   "addmm: input must have a's dtype ", a.scalar_type(),
+                   dtype == at::kFloat ? " or Float (float32)" : "", ", got ", input.scalar_type());
+  TORCH_CHECK_VALUE(input.dim() <= 2 && at::is_expandable_to(input.sizes(), {M, N}),
+                    "addmm: input must broadcast to the result's shape (M, N) = ", shape_str({M, N}),
+                    " (a bias of N elements, (1, N), (M, 1) or (M, N)), got shape ", shape_str(input.sizes()));
+  Epilogue ep;
+  ep.alpha = real_scalar("addmm", "alpha", alpha);
+  ep.beta = real_scalar("addmm", "beta", beta);
+  ep.act = parse_activation("addmm", activation);
+  if (ep.beta != 0.0) ep.x = input.expand({M, N});  // beta = 0: input ignored, NaN in it too (torch.addmm)
+  return ep;
+}
+
+}  // namespace
+
+at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                 const at::Scalar& alpha, std::optional<c10::string_view> activation,
+                 std::optional<at::ScalarType> out_dtype) {
+  const at::ScalarType dtype = check_pair("addmm", a, b, 2, out_dtype);
+  const Epilogue ep = addmm_epilogue(input, a, b, beta, alpha, activation, dtype);
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options().dtype(dtype));
+  gemm_into(a.unsqueeze(0), b.unsqueeze(0), ep, out.unsqueeze(0));
+  return out;
+}
+
+at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                      const at::Scalar& alpha, std::optional<c10::string_view> activation,
+                      std::optional<at::ScalarType> out_dtype, at::Tensor& out) {
+  const at::ScalarType dtype = check_pair("addmm", a, b, 2, out_dtype);
+  const Epilogue ep = addmm_epilogue(input, a, b, beta, alpha, activation, dtype);
+  check_out("addmm", out, {a.size(0), b.size(1)}, dtype, a, {{"input", &input}, {"a", &a}, {"b", &b}});
+  gemm_into(a.unsqueeze(0), b.unsqueeze(0), ep, out.unsqueeze(0));
+  return out;
+}
+
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype) {
+  const at::ScalarType dtype = check_pair("bmm", a, b, 3, out_dtype);
+  at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options().dtype(dtype));
+  gemm_into(a, b, {}, out);
+  return out;
+}
+
+at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype,
+                    at::Tensor& out) {
+  check_pair("bmm", a, b, 3, out_dtype);
+  check_out("bmm", out, {a.size(0), a.size(1), b.size(2)}, out_dtype.value_or(a.scalar_type()), a,
+            {{"a", &a}, {"b", &b}});
+  gemm_into(a, b, {}, out);
+  return out;
 }
 
 }  // namespace cute_gemm

@@ -1,10 +1,26 @@
 #pragma once
 
+#include <optional>
+
 #include <ATen/core/Tensor.h>
+#include <c10/util/string_view.h>
 
 namespace cute_gemm {
 
-// C = A @ B for 2-D float16/bfloat16 CUDA tensors with fp32 accumulation; any M, N, K >= 0.
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
+// The ops of bindings.cpp's schema. All accumulate in fp32; 16-bit inputs run the CuTe kernels,
+// float32 inputs torch's own (see gemm_into). M, N, K >= 0, any strides.
+//   mm:    (M, K) @ (K, N)
+//   addmm: act(beta * input + alpha * (a @ b)), input broadcast to (M, N), fused in the epilogue
+//   bmm:   (B, M, K) @ (B, K, N) in one launch; batch strides may be 0
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
+at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                 const at::Scalar& alpha, std::optional<c10::string_view> activation,
+                 std::optional<at::ScalarType> out_dtype);
+at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                      const at::Scalar& alpha, std::optional<c10::string_view> activation,
+                      std::optional<at::ScalarType> out_dtype, at::Tensor& out);
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
+at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 
 }  // namespace cute_gemm

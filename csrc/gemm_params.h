@@ -3,15 +3,25 @@
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define CUTE_GEMM_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define CUTE_GEMM_HOST_DEVICE inline
+#endif
+
 namespace cute_gemm {
 
 enum class DType : int { kF16 = 0, kBF16 = 1 };
 
-// C(M, N) = A(M, K) @ B(K, N). Each operand is addressed through one leading-dimension stride;
-// which dimension is contiguous (the "major-ness") is a template choice of the kernel, not data.
+// The epilogue's elementwise function, applied to alpha * acc + beta * X in fp32.
+enum class Activation : int { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
+
+// C[l](M, N) = epilogue(A[l](M, K) @ B[l](K, N)) for l < batch. Each operand is addressed through
+// one leading-dimension stride and one batch stride; which dimension is contiguous (the
+// "major-ness") is a template choice of the kernel, not data.
 //   A K-major: A(m, k) = a[m * lda + k]     A M-major: A(m, k) = a[m + k * lda]
 //   B K-major: B(k, n) = b[n * ldb + k]     B N-major: B(k, n) = b[n + k * ldb]
-//   C row-major: C(m, n) = c[m * ldc + n]
+//   C row-major: C(m, n) = c[m * ldc + n]   (+ l * batch_* for batch l)
 // Strides are 64-bit: operands past 2^31 elements must index correctly.
 struct GemmParams {
   const void* a = nullptr;
@@ -19,9 +29,23 @@ struct GemmParams {
   void* c = nullptr;
   int m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  int batch = 1;
+  int64_t batch_a = 0, batch_b = 0, batch_c = 0;  // a batch stride may be 0 (a broadcast operand)
   int group_m = 8;           // GROUP_SIZE_M of the grouped tile order
   int grid_limit = 0;        // persistent kernels: most thread blocks to launch (the SM count)
-  bool c_vector_ok = false;  // ldc and c's base allow 16-byte stores
+  bool c_vector_ok = false;  // ldc, batch_c and c's base allow 16-byte stores
+
+  // Epilogue: C(m, n) = act(alpha * acc(m, n) + beta * X(m, n)), X(m, n) = x[m * x_ldm + n * x_ldn]
+  // (a bias is x_ldm = 0, x_ldn = 1). x == nullptr: no X term. Plain (the common case): alpha 1,
+  // no X, no activation, C in the operands' type; the kernels then skip the epilogue math.
+  const void* x = nullptr;
+  int64_t x_ldm = 0, x_ldn = 0;
+  float alpha = 1.f, beta = 0.f;
+  Activation act = Activation::kNone;
+  bool x_f32 = false;  // X holds fp32 values (else the operands' type)
+  bool c_f32 = false;  // C is fp32 (else the operands' type)
+
+  CUTE_GEMM_HOST_DEVICE bool plain_epilogue() const { return x == nullptr && alpha == 1.f && act == Activation::kNone && !c_f32; }
 };
 
 }  // namespace cute_gemm

@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CUTE_GEMM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define CUTE_GEMM_HOST_DEVICE inline
-#endif
+#include "gemm_params.h"  // CUTE_GEMM_HOST_DEVICE
 
 namespace cute_gemm {
 

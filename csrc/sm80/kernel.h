@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "epilogue.h"
 #include "sm80/launch.h"
 #include "sm80/traits.h"
 #include "tile_scheduler.h"
@@ -35,14 +36,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
 
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
-  const TileCoord tile = grouped_tile(blockIdx.x, num_m, num_n, p.group_m);
+  // One block per (batch, tile): the batches one after another, each in the grouped order.
+  const int64_t tiles = int64_t(num_m) * num_n;
+  const int64_t batch = blockIdx.x / tiles;
+  const TileCoord tile = grouped_tile(blockIdx.x % tiles, num_m, num_n, p.group_m);
 
   // Global tensors; B is viewed as (N, K) so both operands are (MN, K).
-  Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)), make_shape(p.m, p.k),
+  Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a) + batch * p.batch_a), make_shape(p.m, p.k),
                           mn_k_stride<Tr::kAKMajor>(p.lda));  // (M,K)
-  Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)), make_shape(p.n, p.k),
+  Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b) + batch * p.batch_b), make_shape(p.n, p.k),
                           mn_k_stride<Tr::kBKMajor>(p.ldb));  // (N,K)
-  Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_shape(p.m, p.n),
+  Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c) + batch * p.batch_c), make_shape(p.m, p.n),
                           make_stride(p.ldc, Int<1>{}));  // (M,N)
   // Identity tensors: the (m, k) coordinate of every element, for predicates.
   Tensor cA = make_identity_tensor(shape(mA));
@@ -147,9 +151,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
     }
   }
 
-  // Epilogue. Drain the (empty) trailing cp.async groups and let every warp finish its last
-  // ldmatrix before the ring's memory is reused for C.
+  // Epilogue. Bias/C term, scaling and activation on the fp32 accumulators (addmm); then fp32
+  // C goes straight from registers, 16-bit C through shared memory in 16-byte row vectors.
+  Tensor tCcC = thr_mma.partition_C(gcC);  // (MMA,MMA_M,MMA_N) (m, n) of each accumulator
+  if (!p.plain_epilogue()) apply_epilogue<T>(tCrC, tCcC, 0, 0, p);
+  // Drain the (empty) trailing cp.async groups and let every warp finish its last ldmatrix
+  // before the ring's memory is reused for C.
   cp_async_wait<0>();
+  if (p.c_f32) {
+    store_direct(tCrC, tCcC, 0, 0, static_cast<float*>(p.c) + batch * p.batch_c, p);
+    return;
+  }
   __syncthreads();
 
   Tensor sC = make_tensor(make_smem_ptr(smem), typename Tr::SmemLayoutC{});  // (BM,BN)
@@ -177,7 +189,8 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
 
   const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM;
   const long long num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
-  kernel<<<dim3(unsigned(num_m * num_n)), dim3(Tr::kThreads), smem, stream>>>(p);
+  // The host keeps batch * tiles below 2^31 (gridDim.x's limit).
+  kernel<<<dim3(unsigned(num_m * num_n * p.batch)), dim3(Tr::kThreads), smem, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -14,6 +14,7 @@
 #include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "epilogue.h"
 #include "sm90/launch.h"
 #include "sm90/traits.h"
 #include "tile_scheduler.h"
@@ -25,11 +26,16 @@
 
 namespace cute_gemm::sm90 {
 
+// An output tile of one batch.
+struct BatchTile {
+  int m, n, l;
+};
+
 template <class Tr>
 struct KernelParams {
   typename Tr::TmaA tma_a;
   typename Tr::TmaB tma_b;
-  typename Tr::TmaC tma_c;  // built only when p.c_vector_ok
+  typename Tr::TmaC tma_c;  // built only when p.c_vector_ok (16-bit C, 16-byte aligned rows)
   GemmParams p;
 };
 
@@ -87,12 +93,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
   const int num_cm = (num_m + kCluster - 1) / kCluster;
-  const int64_t num_cluster_tiles = int64_t(num_cm) * num_n;
+  const int64_t batch_tiles = int64_t(num_cm) * num_n;  // cluster tiles of one batch
+  const int64_t num_cluster_tiles = batch_tiles * p.batch;
   const int group = std::max(p.group_m / kCluster, 1);
   const int64_t first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
+  // Cluster tile t: batch t / batch_tiles, then the grouped order within the batch.
   auto tile_of = [&](int64_t t) {
-    const TileCoord c = grouped_tile(t, num_cm, num_n, group);
-    return TileCoord{c.m * kCluster + rank, c.n};
+    const TileCoord c = grouped_tile(t % batch_tiles, num_cm, num_n, group);
+    return BatchTile{c.m * kCluster + rank, c.n, int(t / batch_tiles)};
   };
   const int k_tiles = (p.k + kBK - 1) / kBK;
 
@@ -104,12 +112,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // ---------------------------------------------------------------- producer
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (threadIdx.x == 0) {
-      Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k));  // (M,K) TMA coordinates
-      Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k));  // (N,K)
+      Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
+      Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
       for (int64_t t = first; t < num_cluster_tiles; t += step) {
-        const TileCoord tile = tile_of(t);
-        Tensor gA = local_tile(mA, make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
-        Tensor gB = local_tile(mB, make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
+        const BatchTile tile = tile_of(t);
+        Tensor gA = local_tile(mA(_, _, tile.l), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
+        Tensor gB = local_tile(mB(_, _, tile.l), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
         auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
@@ -158,7 +166,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     constexpr int kChunkValues = decltype(size(rC))::value;
     static_assert(kChunkValues * kChunks == decltype(size(acc))::value, "chunks cover the accumulators");
     Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kChunks>{})));
-    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n));  // (M,N) TMA coordinates
+    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
     auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
 
@@ -175,7 +183,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
     };
     for (int64_t t = first; t < num_cluster_tiles; t += step) {
-      const TileCoord tile = tile_of(t);
+      const BatchTile tile = tile_of(t);
 
       // Main loop: wait for a slot, issue its WGMMAs, then wait until only this batch is in
       // flight, so the previous batch's slot can go back to the producer while the tensor cores
@@ -201,7 +209,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       warpgroup_fence_operand(acc);
       if (prev_stage >= 0) release(prev_stage);
 
-      // Epilogue, on this warpgroup's 64-row slice.
+      // Epilogue, on this warpgroup's 64-row slice: bias/C term, scaling and activation on the
+      // fp32 accumulators (addmm), then the stores.
+      const int row0 = tile.m * kBM, col0 = tile.n * kBN;
+      if (!p.plain_epilogue()) apply_epilogue<T>(acc, tCcC, row0, col0, p);
       if (p.c_vector_ok) {
         const bool leader = ctid % 128 == 0;
         // A compile-time loop: a runtime chunk index would put acc in local memory.
@@ -219,7 +230,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
           if (leader) {
-            Tensor gC = local_tile(mCt, chunk, make_coord(tile.m * Tr::kConsumers + consumer, tile.n * kChunks + j));
+            Tensor gC = local_tile(mCt(_, _, tile.l), chunk,
+                                   make_coord(tile.m * Tr::kConsumers + consumer, tile.n * kChunks + j));
             Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(consumer, 0));
             auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
                                               group_modes<0, 2>(gC));
@@ -227,15 +239,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
             tma_store_arrive();
           }
         });
+      } else if (p.c_f32) {
+        store_direct(acc, tCcC, row0, col0, static_cast<float*>(p.c) + tile.l * p.batch_c, p);
       } else {
         // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
-        T* c = static_cast<T*>(p.c);
-        const int row0 = tile.m * kBM, col0 = tile.n * kBN;
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); ++i) {
-          const int row = row0 + get<0>(tCcC(i)), col = col0 + get<1>(tCcC(i));
-          if (row < p.m && col < p.n) c[int64_t(row) * p.ldc + col] = T(acc(i));
-        }
+        store_direct(acc, tCcC, row0, col0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
       }
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
@@ -259,10 +267,12 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
 
   if (cudaError_t e = opt_in_smem<Tr>(reinterpret_cast<const void*>(kernel), smem); e != cudaSuccess) return e;
 
+  // (MN,K,L): the batch is TMA's third dimension (the host keeps its stride a nonzero multiple
+  // of 16 bytes, as TMA requires).
   Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)),
-                          make_layout(make_shape(p.m, p.k), mn_k_stride<AKMajor>(p.lda)));
+                          make_layout(make_shape(p.m, p.k, p.batch), mn_k_l_stride<AKMajor>(p.lda, p.batch_a)));
   Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
-                          make_layout(make_shape(p.n, p.k), mn_k_stride<BKMajor>(p.ldb)));
+                          make_layout(make_shape(p.n, p.k, p.batch), mn_k_l_stride<BKMajor>(p.ldb, p.batch_b)));
   KernelParams<Tr> params{
       make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
       make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
@@ -270,7 +280,8 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
       {},
       p};
   if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
-    Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)), make_layout(make_shape(p.m, p.n), make_stride(p.ldc, Int<1>{})));
+    Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)),
+                            make_layout(make_shape(p.m, p.n, p.batch), make_stride(p.ldc, Int<1>{}, p.batch_c)));
     params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCChunk{},
                                  make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}));
   }
@@ -303,7 +314,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     resident = std::min<long long>(resident, clusters);
   }
   const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
-  const long long cluster_tiles = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n;
+  const long long cluster_tiles = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n * p.batch;
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(cluster_tiles, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
   return cudaGetLastError();

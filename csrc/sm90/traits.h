@@ -51,8 +51,8 @@ struct KernelTraits {
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
   // TMA descriptors, built on the host from the real pointers and strides (64-bit).
-  using GmemLayoutA = Layout<Shape<int, int>, decltype(mn_k_stride<AKMajor>(int64_t{}))>;
-  using GmemLayoutB = Layout<Shape<int, int>, decltype(mn_k_stride<BKMajor>(int64_t{}))>;
+  using GmemLayoutA = Layout<Shape<int, int, int>, decltype(mn_k_l_stride<AKMajor>(int64_t{}, int64_t{}))>;
+  using GmemLayoutB = Layout<Shape<int, int, int>, decltype(mn_k_l_stride<BKMajor>(int64_t{}, int64_t{}))>;
   using GmemTensorA = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayoutA{}));
   using GmemTensorB = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayoutB{}));
   using TmaA = decltype(make_tma_atom(SM90_TMA_LOAD{}, std::declval<GmemTensorA>(), SmemLayoutA{}(_, _, 0),
@@ -85,7 +85,7 @@ struct KernelTraits {
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
   using StoreC = decltype(make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, ChunkMma{}));
   using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)),
-                                           Layout<Shape<int, int>, Stride<int64_t, _1>>{}));
+                                           Layout<Shape<int, int, int>, Stride<int64_t, _1, int64_t>>{}));
   using TmaC = decltype(make_tma_atom(SM90_TMA_STORE{}, std::declval<GmemTensorC>(), SmemLayoutCChunk{},
                                       make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
 
