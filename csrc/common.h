@@ -22,6 +22,10 @@ template <>
 struct ElementOf<DType::kBF16> {
   using type = cutlass::bfloat16_t;
 };
+template <>
+struct ElementOf<DType::kTF32> {
+  using type = cutlass::tfloat32_t;  // fp32 bits in memory; the MMA reads 19 of them
+};
 
 // Stride of an operand viewed as (MN, K) with one runtime leading dimension (see GemmParams).
 template <bool KMajor>

@@ -25,8 +25,6 @@
 namespace cute_gemm {
 namespace {
 
-constexpr int64_t kVec = 8;  // 16-bit elements per 16-byte vector
-
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // Numbers in messages are formatted with std::to_string, never through std::ostream: an
@@ -49,9 +47,12 @@ struct Operand {
   bool k_major = true;
 };
 
-bool vector_ready(const void* ptr, int64_t ld, int64_t extent, bool tma) {
+// Elements per 16-byte vector: 8 of 16 bits, 4 of 32 (TF32).
+int64_t vec_of(const at::Tensor& x) { return 16 / x.element_size(); }
+
+bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, bool tma) {
   // TMA also refuses a zero stride (an expanded operand): such operands take the copy.
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ld % kVec == 0 && extent % kVec == 0 && (!tma || ld > 0);
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ld % vec == 0 && extent % vec == 0 && (!tma || ld > 0);
 }
 
 // The kernels read 16-byte vectors (cp.async or TMA boxes) along the contiguous dimension, so an
@@ -59,9 +60,11 @@ bool vector_ready(const void* ptr, int64_t ld, int64_t extent, bool tma) {
 // stride are 16-byte aligned and its extent is a whole number of vectors (no vector straddles
 // the edge into unknown memory). Anything else (other strides, an odd storage offset, K % 8 != 0
 // rows; for TMA also a zero stride) is copied once into a buffer with a padded, aligned leading
-// dimension: the documented slower path. x: (L, MN, K).
-Operand prepare_operand(const at::Tensor& x, bool tma) {
+// dimension: the documented slower path. x: (L, MN, K). k_major_only: the TF32 kernels, whose
+// MMAs read K-major tiles only.
+Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false) {
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
+  const int64_t kVec = vec_of(x);
   const void* ptr = x.data_ptr();
   // The stride of a size-1 dimension never multiplies a nonzero index: any aligned value serves.
   const bool k_contig = x.stride(2) == 1 || k == 1;
@@ -72,17 +75,18 @@ Operand prepare_operand(const at::Tensor& x, bool tma) {
   // for a batch mode of extent 1.
   auto batch_stride = [&](int64_t ld, bool k_major) { return batch == 1 ? ld * (k_major ? mn : k) : x.stride(0); };
   auto batch_ok = [&](int64_t bs) { return bs % kVec == 0 && (!tma || bs > 0); };
-  if (k_contig && vector_ready(ptr, ld_k_major, k, tma) && batch_ok(batch_stride(ld_k_major, true))) {
+  if (k_contig && vector_ready(ptr, ld_k_major, k, kVec, tma) && batch_ok(batch_stride(ld_k_major, true))) {
     return {x, ptr, ld_k_major, batch_stride(ld_k_major, true), true};
   }
-  if (mn_contig && vector_ready(ptr, ld_mn_major, mn, tma) && batch_ok(batch_stride(ld_mn_major, false))) {
+  if (!k_major_only && mn_contig && vector_ready(ptr, ld_mn_major, mn, kVec, tma) &&
+      batch_ok(batch_stride(ld_mn_major, false))) {
     return {x, ptr, ld_mn_major, batch_stride(ld_mn_major, false), false};
   }
 
   // Keep the operand's own orientation so the copy is a plain strided pass. The padding of a
   // K-major buffer is zeroed: the last vector of a row straddles K, and the kernels only
   // zero-fill vectors that start past K.
-  const bool k_major = !(x.stride(1) == 1 && x.stride(2) != 1);
+  const bool k_major = k_major_only || !(x.stride(1) == 1 && x.stride(2) != 1);
   if (k_major) {
     const int64_t ld = round_up(k, kVec);
     at::Tensor buf = at::empty({batch, mn, ld}, x.options());
@@ -116,6 +120,11 @@ constexpr auto make_table(std::index_sequence<I...>) {
   constexpr int C = Family::kNumConfigs;  // I enumerates (dtype, ak, bk, cfg), cfg fastest
   return std::array<Launcher, sizeof...(I)>{
       Family::template launcher<DType(I / (4 * C)), bool((I / (2 * C)) % 2), bool((I / C) % 2), int(I % C)>...};
+}
+
+// TF32: one K-major instantiation per family (csrc/instantiations/generate.py's TF32 list).
+Launcher tf32_launcher(bool sm90) {
+  return sm90 ? &sm90::run<DType::kTF32, true, true, 1> : &sm80::run<DType::kTF32, true, true, sm80::kTf32Config>;
 }
 
 template <class Family>
@@ -201,6 +210,23 @@ at::ScalarType check_pair(const char* op, const at::Tensor& a, const at::Tensor&
   return *out_dtype;
 }
 
+// torch's overlap test, and where it gives up (views that are not dense) the conservative one:
+// the byte ranges two tensors of one storage span intersect.
+bool may_overlap(const at::Tensor& a, const at::Tensor& b) {
+  const at::MemOverlapStatus s = at::get_overlap_status(a, b);
+  if (s != at::MemOverlapStatus::TooHard) return s != at::MemOverlapStatus::No;
+  if (a.numel() == 0 || b.numel() == 0 || !a.has_storage() || !b.has_storage()) return false;
+  if (a.storage().data() != b.storage().data()) return false;
+  auto span = [](const at::Tensor& t) {
+    int64_t first = t.storage_offset(), last = first;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    return std::pair<int64_t, int64_t>{first * t.element_size(), (last + 1) * t.element_size()};
+  };
+  const auto [a0, a1] = span(a);
+  const auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
 // out= of an op: exactly the result's shape, dtype and device, no overlap with any input.
 void check_out(const char* op, const at::Tensor& out, at::IntArrayRef shape, at::ScalarType dtype,
                const at::Tensor& a, std::initializer_list<std::pair<const char*, const at::Tensor*>> inputs) {
@@ -217,9 +243,8 @@ void check_out(const char* op, const at::Tensor& out, at::IntArrayRef shape, at:
                     shape_str(out.strides()));
   for (const auto& [name, t] : inputs) {
     if (t == nullptr || !t->defined()) continue;
-    const at::MemOverlapStatus s = at::get_overlap_status(out, *t);
-    TORCH_CHECK_VALUE(s == at::MemOverlapStatus::No || s == at::MemOverlapStatus::TooHard, op,
-                      ": out must not overlap ", name);
+    TORCH_CHECK_VALUE(!may_overlap(out, *t), op, ": out must not overlap ", name,
+                      " (the kernel reads the inputs while it writes out)");
   }
 }
 
@@ -268,8 +293,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const int64_t L = a3.size(0), M = a3.size(1), K = a3.size(2), N = b3.size(2);
   if (L == 0 || M == 0 || N == 0) return;
   const c10::cuda::CUDAGuard guard(a3.device());
-  // fp32 inputs: torch.mm's own kernels (cute_gemm has no TF32 kernel yet); K = 0: an empty sum.
-  if (K == 0 || a3.scalar_type() == at::kFloat) {
+  // float32 inputs run the TF32 kernels where torch allows TF32 for matmuls
+  // (torch.backends.cuda.matmul.allow_tf32), else torch's own fp32 matmul; K = 0: an empty sum.
+  const bool fp32 = a3.scalar_type() == at::kFloat;
+  const bool tf32 = fp32 && at::globalContext().allowTF32CuBLAS();
+  if (K == 0 || (fp32 && !tf32)) {
     out3.copy_(torch_math(a3, b3, ep));
     return;
   }
@@ -293,8 +321,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
 
   const bool c_f32 = out3.scalar_type() == at::kFloat;
   at::Tensor target = c_in_place(c) ? c : at::empty(c.sizes(), c.options());
-  const Operand A = prepare_operand(a, sm90);
-  const Operand B = prepare_operand(b.transpose(1, 2), sm90);
+  const Operand A = prepare_operand(a, sm90, tf32);
+  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32);
+  const int64_t kVec = vec_of(a);
 
   GemmParams p;
   p.a = A.ptr;
@@ -332,7 +361,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   Launcher launch = nullptr;
   int bm = 0, bn = 0;
-  if (sm90) {
+  if (tf32) {
+    launch = tf32_launcher(sm90);
+    bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
+    bn = sm80::kConfigs[sm80::kTf32Config].bn;
+  } else if (sm90) {
     const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
     const int cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, prop->multiProcessorCount);
     launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);

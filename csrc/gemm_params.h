@@ -11,7 +11,8 @@
 
 namespace cute_gemm {
 
-enum class DType : int { kF16 = 0, kBF16 = 1 };
+// kTF32: float32 operands multiplied on the tensor cores as TF32 (torch allow_tf32); C is fp32.
+enum class DType : int { kF16 = 0, kBF16 = 1, kTF32 = 2 };
 
 // The epilogue's elementwise function, applied to alpha * acc + beta * X in fp32.
 enum class Activation : int { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };

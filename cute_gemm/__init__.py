@@ -1,7 +1,14 @@
 """cute_gemm: GEMM kernels for PyTorch written with CuTe/CUTLASS.
 
     import torch, cute_gemm
-    c = cute_gemm.mm(a, b)   # a (M, K), b (K, N): CUDA, both float16 or both bfloat16
+    c = cute_gemm.mm(a, b)                                  # a (M, K), b (K, N): CUDA, float16/bfloat16
+    y = cute_gemm.addmm(bias, x, w.t(), activation="gelu")  # gelu(x @ w^T + bias), one kernel
+    z = cute_gemm.bmm(a3, b3)                               # (B, M, K) @ (B, K, N), one launch
+    v = cute_gemm.matmul(x3, w.t())                         # torch.matmul's rules on mm/bmm
+    layer = cute_gemm.nn.Linear(4096, 1024, activation="relu")  # a drop-in torch.nn.Linear
+
+All of them are torch ops (torch.ops.cute_gemm.*) with fake implementations and autograd
+formulas, so they work under torch.compile and in backward; see cute_gemm/ops.py.
 """
 
 import torch
@@ -18,7 +25,8 @@ except ImportError as e:  # pragma: no cover - depends on how the package was in
         "package: run from another directory (or use `pip install --no-build-isolation -e .`)."
     ) from e
 
-from .ops import mm
+from . import nn
+from .ops import addmm, bmm, matmul, mm
 
 __version__ = "0.1.0"
-__all__ = ["mm"]
+__all__ = ["mm", "addmm", "bmm", "matmul", "nn"]

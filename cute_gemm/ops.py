@@ -1,21 +1,115 @@
-"""The Python face of the operators registered by csrc/bindings.cpp.
+"""The Python face of the operators registered by csrc/bindings.cpp, and what makes them
+first-class PyTorch ops: fake (meta) implementations for torch.compile and meta tensors, and
+autograd formulas built from the same ops.
 
-Argument rules live in one place, the C++ op (csrc/gemm.cpp), so torch.ops.cute_gemm.mm and
-cute_gemm.mm refuse the same inputs with the same messages.
+Argument rules live in one place, the C++ ops (csrc/gemm.cpp), so torch.ops.cute_gemm.* and the
+functions here refuse the same inputs with the same messages. The fake implementations repeat
+the shape and dtype rules (with the same exception types), since on meta and fake tensors they
+run instead of the C++ code.
 """
+
+import math
 
 import torch
 
+# The epilogue activations of addmm, in the order the error messages list them.
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
-def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """C = a @ b, like torch.mm, for 2-D float16/bfloat16 CUDA tensors (fp32 accumulation).
 
-    a: (M, K), b: (K, N), same dtype and device; any strides. Returns a new contiguous (M, N)
-    tensor of that dtype. M or N = 0 gives an empty result, K = 0 gives zeros.
+def mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
+       out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """C = a @ b, like torch.mm, on CUDA tensors (fp32 accumulation).
+
+    a: (M, K), b: (K, N), both float16, both bfloat16 or both float32, same device; any strides.
+    Returns a new contiguous (M, N) tensor of dtype out_dtype (None: a's dtype; for 16-bit inputs
+    also torch.float32, straight from the accumulators). M or N = 0 gives an empty result, K = 0
+    zeros. out=: write into this (M, N) tensor of the result dtype (any strides) and return it.
     """
     _require_tensor("mm", "a", a)
     _require_tensor("mm", "b", b)
-    return torch.ops.cute_gemm.mm.default(a, b)
+    if out is None:
+        return torch.ops.cute_gemm.mm.default(a, b, out_dtype=out_dtype)
+    _check_out_call("mm", out, a, b)
+    return torch.ops.cute_gemm.mm.out(a, b, out_dtype=out_dtype, out=out)
+
+
+def addmm(input: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha=1,
+          activation: str | None = None, out: torch.Tensor | None = None,
+          out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """act(beta * input + alpha * (a @ b)), like torch.addmm followed by an activation, all in
+    one kernel (the scaling, the add and the activation run in the GEMM's epilogue).
+
+    a, b, out, out_dtype: as in mm. input broadcasts to (M, N) with torch's rules: a bias (N,) or
+    (1, N), a column (M, 1), a full (M, N) C, or a 0-D tensor; its dtype is a's, or float32 when
+    out_dtype is float32. beta = 0 ignores input (NaN in it does not propagate). activation: None,
+    "relu", "gelu" (erf form, F.gelu's default), "gelu_tanh" (F.gelu(approximate="tanh")), "silu".
+    """
+    _require_tensor("addmm", "input", input)
+    _require_tensor("addmm", "a", a)
+    _require_tensor("addmm", "b", b)
+    if out is None:
+        return torch.ops.cute_gemm.addmm.default(input, a, b, beta=beta, alpha=alpha, activation=activation,
+                                                 out_dtype=out_dtype)
+    _check_out_call("addmm", out, input, a, b)
+    return torch.ops.cute_gemm.addmm.out(input, a, b, beta=beta, alpha=alpha, activation=activation,
+                                         out_dtype=out_dtype, out=out)
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
+        out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """C[i] = a[i] @ b[i], like torch.bmm, in one launch.
+
+    a: (B, M, K), b: (B, K, N) with the same B (no broadcasting; expand() an operand for that:
+    stride-0 batches are read in place). dtypes, out and out_dtype as in mm; the result is
+    (B, M, N).
+    """
+    _require_tensor("bmm", "a", a)
+    _require_tensor("bmm", "b", b)
+    if out is None:
+        return torch.ops.cute_gemm.bmm.default(a, b, out_dtype=out_dtype)
+    _check_out_call("bmm", out, a, b)
+    return torch.ops.cute_gemm.bmm.out(a, b, out_dtype=out_dtype, out=out)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b with torch.matmul's rules, as one mm or one bmm.
+
+    1-D operands are treated as torch.matmul treats them (a vector is a row on the left, a
+    column on the right, and that dimension is dropped from the result). When b is 1-D or 2-D,
+    a's leading dimensions fold into M: one mm. Otherwise the batch dimensions broadcast and the
+    operands are expanded (stride 0 where broadcast) to one bmm. Differentiable through mm/bmm.
+    """
+    _require_tensor("matmul", "a", a)
+    _require_tensor("matmul", "b", b)
+    if a.dim() == 0 or b.dim() == 0:
+        raise ValueError(f"matmul: both arguments must be at least 1-D, got shapes {_shape(a)} and {_shape(b)}")
+    k = a.shape[-1]
+    k_b = b.shape[0] if b.dim() == 1 else b.shape[-2]
+    if k != k_b:
+        which = "only" if b.dim() == 1 else "second-to-last"
+        raise ValueError(f"matmul: a's last dimension (K) must equal b's {which} dimension, got shapes {_shape(a)} "
+                         f"and {_shape(b)}")
+
+    if b.dim() <= 2:
+        # (..., M, K) @ (K, N) or (K,): every leading dimension of a is more rows of one mm.
+        n = b.shape[1] if b.dim() == 2 else 1
+        rows = math.prod(a.shape[:-1])
+        c = mm(a.reshape(rows, k), b.reshape(k, n))
+        return c.reshape(a.shape[:-1] + b.shape[1:])
+
+    a_mk = a.unsqueeze(0) if a.dim() == 1 else a  # a vector on the left is a one-row matrix
+    try:
+        batch = torch.broadcast_shapes(a_mk.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"matmul: the batch dimensions of a and b do not broadcast, got shapes {_shape(a)} "
+                         f"and {_shape(b)}") from None
+    m, n = a_mk.shape[-2], b.shape[-1]
+    count = math.prod(batch)
+    a3 = a_mk.expand(*batch, m, k).reshape(count, m, k)
+    b3 = b.expand(*batch, k, n).reshape(count, k, n)
+    c = bmm(a3, b3).reshape(*batch, m, n)
+    return c.squeeze(-2) if a.dim() == 1 else c
 
 
 def _require_tensor(op: str, name: str, value) -> None:
@@ -25,8 +119,219 @@ def _require_tensor(op: str, name: str, value) -> None:
         raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
 
 
+def _check_out_call(op: str, out, *inputs) -> None:
+    _require_tensor(op, "out", out)
+    # The out overloads have no autograd formula: without this check the call would succeed and
+    # the graph would silently end at out.
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (*inputs, out)):
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, "
+                           "but one of the arguments requires grad")
+
+
+def _shape(t: torch.Tensor) -> list:
+    return list(t.shape)
+
+
+# ------------------------------------------------------------------------------ fake tensors
+# Shape rules go through torch._check_value / _check_type (ValueError / TypeError, as the C++
+# ops raise), which accept the symbolic sizes of torch.compile's dynamic shapes.
+
+def _check_operand(op: str, name: str, x, dims: int, shape: str) -> None:
+    torch._check_value(x.dim() == dims, lambda: f"{op}: {name} must be {dims}-D {shape}, got shape {_shape(x)}")
+    torch._check_type(x.dtype in _DTYPES, lambda: f"{op}: {name} must be float16, bfloat16 or float32, got {x.dtype}")
+
+
+def _result_dtype(op: str, a, b, out_dtype) -> torch.dtype:
+    torch._check_type(a.dtype == b.dtype, lambda: f"{op}: a and b must have the same dtype, got a {a.dtype} and "
+                      f"b {b.dtype}")
+    torch._check_value(a.device == b.device, lambda: f"{op}: a and b must be on the same device, got a on "
+                       f"{a.device} and b on {b.device}")
+    if out_dtype is None:
+        return a.dtype
+    torch._check_type(out_dtype in (a.dtype, torch.float32), lambda: f"{op}: out_dtype must be None, {a.dtype} "
+                      f"(the inputs' dtype) or torch.float32, got {out_dtype}")
+    return out_dtype
+
+
+def _mm_meta(op: str, a, b, out_dtype):
+    _check_operand(op, "a", a, 2, "(M, K)")
+    _check_operand(op, "b", b, 2, "(K, N)")
+    torch._check_value(a.shape[1] == b.shape[0], lambda: f"{op}: a's columns (K) must equal b's rows, got a "
+                       f"{_shape(a)} and b {_shape(b)}")
+    return (a.shape[0], b.shape[1]), _result_dtype(op, a, b, out_dtype)
+
+
+def _addmm_meta(input, a, b, activation, out_dtype):
+    shape, dtype = _mm_meta("addmm", a, b, out_dtype)
+    torch._check_value(activation in ACTIVATIONS, lambda: "addmm: activation must be one of "
+                       f"{', '.join(map(repr, ACTIVATIONS))}, got {activation!r}")
+    fits = input.dim() <= 2 and all(d == 1 or d == want for d, want in zip(reversed(input.shape), reversed(shape)))
+    torch._check_value(fits, lambda: f"addmm: input must broadcast to the result's shape (M, N) = {list(shape)} "
+                       f"(a bias of N elements, (1, N), (M, 1) or (M, N)), got shape {_shape(input)}")
+    torch._check_type(input.dtype == a.dtype or (input.dtype == torch.float32 and dtype == torch.float32),
+                      lambda: f"addmm: input must have a's dtype {a.dtype}"
+                      f"{' or torch.float32' if dtype == torch.float32 else ''}, got {input.dtype}")
+    torch._check_value(input.device == a.device, lambda: f"addmm: input must be on a's device {a.device}, got "
+                       f"{input.device}")
+    return shape, dtype
+
+
+def _bmm_meta(a, b, out_dtype):
+    _check_operand("bmm", "a", a, 3, "(B, M, K)")
+    _check_operand("bmm", "b", b, 3, "(B, K, N)")
+    torch._check_value(a.shape[0] == b.shape[0], lambda: f"bmm: a and b must have the same batch size, got a "
+                       f"{_shape(a)} and b {_shape(b)}")
+    torch._check_value(a.shape[2] == b.shape[1], lambda: f"bmm: a's columns (K) must equal b's rows, got a "
+                       f"{_shape(a)} and b {_shape(b)}")
+    return (a.shape[0], a.shape[1], b.shape[2]), _result_dtype("bmm", a, b, out_dtype)
+
+
+def _checked_out(op: str, out, a, shape, dtype):
+    # The order of the C++ checks: device, dtype, shape.
+    torch._check_value(out.device == a.device, lambda: f"{op}: out must be on the inputs' device {a.device}, got "
+                       f"{out.device}")
+    torch._check_type(out.dtype == dtype, lambda: f"{op}: out must have the result dtype {dtype}, got {out.dtype}")
+    torch._check_value(out.dim() == len(shape) and all(o == s for o, s in zip(out.shape, shape)),
+                       lambda: f"{op}: out must have shape {list(shape)}, got {_shape(out)}")
+    return out
+
+
 @torch.library.register_fake("cute_gemm::mm")
-def _mm_fake(a, b):
-    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "mm: a and b must be 2-D")
-    torch._check(a.shape[1] == b.shape[0], lambda: f"mm: a's columns (K) must equal b's rows, got {a.shape} and {b.shape}")
-    return a.new_empty((a.shape[0], b.shape[1]))
+def _mm_fake(a, b, *, out_dtype=None):
+    shape, dtype = _mm_meta("mm", a, b, out_dtype)
+    return a.new_empty(shape, dtype=dtype)
+
+
+@torch.library.register_fake("cute_gemm::mm.out")
+def _mm_out_fake(a, b, *, out_dtype=None, out):
+    return _checked_out("mm", out, a, *_mm_meta("mm", a, b, out_dtype))
+
+
+@torch.library.register_fake("cute_gemm::addmm")
+def _addmm_fake(input, a, b, *, beta=1, alpha=1, activation=None, out_dtype=None):
+    shape, dtype = _addmm_meta(input, a, b, activation, out_dtype)
+    return a.new_empty(shape, dtype=dtype)
+
+
+@torch.library.register_fake("cute_gemm::addmm.out")
+def _addmm_out_fake(input, a, b, *, beta=1, alpha=1, activation=None, out_dtype=None, out):
+    return _checked_out("addmm", out, a, *_addmm_meta(input, a, b, activation, out_dtype))
+
+
+@torch.library.register_fake("cute_gemm::bmm")
+def _bmm_fake(a, b, *, out_dtype=None):
+    shape, dtype = _bmm_meta(a, b, out_dtype)
+    return a.new_empty(shape, dtype=dtype)
+
+
+@torch.library.register_fake("cute_gemm::bmm.out")
+def _bmm_out_fake(a, b, *, out_dtype=None, out):
+    return _checked_out("bmm", out, a, *_bmm_meta(a, b, out_dtype))
+
+
+# ---------------------------------------------------------------------------------- autograd
+# The functional overloads only (out= overloads are not differentiable, as in torch). Gradients
+# are GEMMs of the same library: a transposed view (b.t(), a.mT) is read in place by the kernels,
+# so dA = dC @ B^T and dB = A^T @ dC need no copies. torch calls setup_context with the
+# keyword-only arguments (defaults filled in) as keyword_only_inputs.
+
+def _mm_setup_context(ctx, inputs, keyword_only_inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _mm_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad = grad.to(a.dtype)  # out_dtype=float32 of 16-bit inputs: the GEMMs take a's dtype
+    need_a, need_b = ctx.needs_input_grad
+    grad_a = torch.ops.cute_gemm.mm.default(grad, b.t()) if need_a else None
+    grad_b = torch.ops.cute_gemm.mm.default(a.t(), grad) if need_b else None
+    return grad_a, grad_b
+
+
+def _bmm_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad = grad.to(a.dtype)
+    need_a, need_b = ctx.needs_input_grad
+    grad_a = torch.ops.cute_gemm.bmm.default(grad, b.mT) if need_a else None
+    grad_b = torch.ops.cute_gemm.bmm.default(a.mT, grad) if need_b else None
+    return grad_a, grad_b
+
+
+def _addmm_setup_context(ctx, inputs, keyword_only_inputs, output):
+    input, a, b = inputs
+    ctx.beta = keyword_only_inputs["beta"]
+    ctx.alpha = keyword_only_inputs["alpha"]
+    ctx.activation = keyword_only_inputs["activation"]
+    ctx.input_shape, ctx.input_dtype = input.shape, input.dtype
+    # relu's derivative is read off its output (out > 0 exactly where z > 0); the smooth
+    # activations need z itself, recomputed in backward rather than kept from forward.
+    recompute = ctx.activation not in (None, "relu")
+    ctx.save_for_backward(input if recompute else None, a, b, output if ctx.activation == "relu" else None)
+
+
+def _addmm_backward(ctx, grad):
+    input, a, b, output = ctx.saved_tensors
+    activation, beta, alpha = ctx.activation, ctx.beta, ctx.alpha
+    if activation is None:
+        grad_z = grad
+    elif activation == "relu":
+        grad_z = torch.ops.aten.threshold_backward.default(grad, output, 0)
+    else:
+        # z in float32 straight from the accumulators, the derivative in float32.
+        z = torch.ops.cute_gemm.addmm.default(input, a, b, beta=beta, alpha=alpha, activation=None,
+                                              out_dtype=torch.float32)
+        if activation == "silu":
+            grad_z = torch.ops.aten.silu_backward.default(grad.float(), z)
+        else:
+            approximate = "tanh" if activation == "gelu_tanh" else "none"
+            grad_z = torch.ops.aten.gelu_backward.default(grad.float(), z, approximate=approximate)
+
+    need_input, need_a, need_b = ctx.needs_input_grad
+    grad_input = grad_a = grad_b = None
+    if need_input:
+        # A broadcast input gets the sum over the dimensions it was broadcast along.
+        grad_input = grad_z.sum_to_size(ctx.input_shape)
+        if beta != 1:
+            grad_input = grad_input * beta
+        grad_input = grad_input.to(ctx.input_dtype)
+    if need_a or need_b:
+        g = grad_z if alpha == 1 else grad_z * alpha
+        g = g.to(a.dtype)
+        if need_a:
+            grad_a = torch.ops.cute_gemm.mm.default(g, b.t())
+        if need_b:
+            grad_b = torch.ops.cute_gemm.mm.default(a.t(), g)
+    return grad_input, grad_a, grad_b
+
+
+torch.library.register_autograd("cute_gemm::mm", _mm_backward, setup_context=_mm_setup_context)
+torch.library.register_autograd("cute_gemm::bmm", _bmm_backward, setup_context=_mm_setup_context)
+torch.library.register_autograd("cute_gemm::addmm", _addmm_backward, setup_context=_addmm_setup_context)
+
+
+# ---------------------------------------------------------------------------- functionalization
+# torch.compile and AOTAutograd functionalize graphs, and torch's fallback for that refuses a
+# custom op whose output aliases an input (the out overloads' Tensor(a!) return). Under
+# functionalization an out= call is therefore the functional op plus a copy into out, after the
+# same shape and dtype checks the op makes (in eager, the C++ out kernels run as they are).
+
+def _mm_out_functional(a, b, *, out_dtype=None, out):
+    result = torch.ops.cute_gemm.mm.default(a, b, out_dtype=out_dtype)
+    return _checked_out("mm", out, a, result.shape, result.dtype).copy_(result)
+
+
+def _addmm_out_functional(input, a, b, *, beta=1, alpha=1, activation=None, out_dtype=None, out):
+    result = torch.ops.cute_gemm.addmm.default(input, a, b, beta=beta, alpha=alpha, activation=activation,
+                                               out_dtype=out_dtype)
+    return _checked_out("addmm", out, a, result.shape, result.dtype).copy_(result)
+
+
+def _bmm_out_functional(a, b, *, out_dtype=None, out):
+    result = torch.ops.cute_gemm.bmm.default(a, b, out_dtype=out_dtype)
+    return _checked_out("bmm", out, a, result.shape, result.dtype).copy_(result)
+
+
+_functionalize_lib = torch.library.Library("cute_gemm", "IMPL")
+_functionalize_lib.impl("mm.out", _mm_out_functional, "Functionalize")
+_functionalize_lib.impl("addmm.out", _addmm_out_functional, "Functionalize")
+_functionalize_lib.impl("bmm.out", _bmm_out_functional, "Functionalize")

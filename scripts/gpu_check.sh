@@ -2,6 +2,8 @@
 # The one-call routine for the lent GPU machine (see ../shared/GPU.md): build for the GPU that is
 # there, run the GPU tests and the benchmark, leave logs in $OUT. Run from the repository root:
 #   bash scripts/gpu_check.sh [pytest args] [-- bench args]
+# OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear benchmark
+# (OPS_BENCH=all for its defaults).
 # That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
 # .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
 set -uo pipefail
@@ -28,3 +30,8 @@ timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -ra -p no:cacheprovider "${p
   | tee "$OUT/tests.log" | tail -n 15
 timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
   | tee "$OUT/bench.log"
+if [ -n "${OPS_BENCH:-}" ]; then
+  [ "$OPS_BENCH" = all ] && OPS_BENCH=""
+  # shellcheck disable=SC2086
+  timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_ops.py --json "$OUT/ops.json" $OPS_BENCH 2>&1 | tee "$OUT/bench_ops.log"
+fi

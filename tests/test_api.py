@@ -8,7 +8,7 @@ import cute_gemm
 
 def test_op_is_registered_with_schema():
     op = torch.ops.cute_gemm.mm.default
-    assert str(op._schema) == "cute_gemm::mm(Tensor a, Tensor b) -> Tensor"
+    assert str(op._schema) == "cute_gemm::mm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor"
 
 
 def test_cpu_tensors_are_refused_with_the_argument_named():
@@ -49,19 +49,19 @@ def _cuda(*shape, dtype=torch.bfloat16):
     [
         (lambda: (_cuda(4, 8), torch.randn(8, 3, dtype=torch.bfloat16)), ValueError,
          r"mm: b must be a CUDA tensor, got device cpu"),
-        (lambda: (_cuda(4, 8, dtype=torch.float32), _cuda(8, 3, dtype=torch.float32)), TypeError,
-         r"mm: a must be float16 or bfloat16, got Float"),
+        (lambda: (_cuda(4, 8, dtype=torch.float64), _cuda(8, 3, dtype=torch.float64)), TypeError,
+         r"mm: a must be float16, bfloat16 or float32, got Double"),
         (lambda: (_cuda(4, 8, dtype=torch.float16), _cuda(8, 3)), TypeError,
          r"mm: a and b must have the same dtype, got a Half and b BFloat16"),
         (lambda: (_cuda(4, 8), torch.randint(0, 3, (8, 3), device="cuda")), TypeError,
-         r"mm: b must be float16 or bfloat16, got Long"),
+         r"mm: b must be float16, bfloat16 or float32, got Long"),
         (lambda: (_cuda(8), _cuda(8, 3)), ValueError, r"mm: a must be 2-D \(M, K\), got shape \[8\]"),
         (lambda: (_cuda(4, 8), _cuda(2, 8, 3)), ValueError, r"mm: b must be 2-D \(K, N\), got shape \[2, 8, 3\]"),
         (lambda: (_cuda(4, 8), _cuda(9, 3)), ValueError,
          r"mm: a's columns \(K\) must equal b's rows, got a \[4, 8\] and b \[9, 3\]"),
         (lambda: (_cuda(4, 8).to_sparse(), _cuda(8, 3)), ValueError, r"mm: a must be a dense \(strided\) tensor"),
     ],
-    ids=["b_on_cpu", "float32", "mixed_dtypes", "int64", "a_1d", "b_3d", "k_mismatch", "sparse"],
+    ids=["b_on_cpu", "float64", "mixed_dtypes", "int64", "a_1d", "b_3d", "k_mismatch", "sparse"],
 )
 def test_bad_inputs_raise_clear_errors(make, exc, pattern):
     a, b = make()

@@ -23,12 +23,15 @@ inline constexpr TileConfig kConfigs[] = {
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 // Shared memory one block of a configuration takes: the A/B ring, or the C staging tile (padded
-// rows) where that is larger, since the epilogue reuses the ring (16-bit elements).
-constexpr int smem_bytes(const TileConfig& c) {
+// rows) where that is larger, since the epilogue reuses the ring.
+constexpr int smem_bytes(const TileConfig& c, int element_bytes = 2) {
   const int ring = (c.bm + c.bn) * c.bk * c.stages;
   const int c_stage = c.bm * (c.bn + 8);
-  return 2 * (ring > c_stage ? ring : c_stage);
+  return element_bytes * (ring > c_stage ? ring : c_stage);
 }
+
+// TF32 (float32 operands, K-major only) runs this row: its 32-element K tile is one 128-byte row.
+inline constexpr int kTf32Config = 1;
 
 // Host rule, from the H100 sweep in docs/tuning.md: the large tile once it fills the GPU
 // (2048^3: 128 tiles on 132 SMs still wins with it) and fits its shared memory (144 KB: not on

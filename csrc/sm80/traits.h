@@ -13,20 +13,27 @@ using namespace cute;
 
 // fp32 accumulators: fp16 accumulation loses about 10x in accuracy.
 template <DType D>
-using MmaOp = std::conditional_t<D == DType::kF16, SM80_16x8x16_F32F16F16F32_TN, SM80_16x8x16_F32BF16BF16F32_TN>;
+using MmaOp = std::conditional_t<
+    D == DType::kF16, SM80_16x8x16_F32F16F16F32_TN,
+    std::conditional_t<D == DType::kBF16, SM80_16x8x16_F32BF16BF16F32_TN, SM80_16x8x8_F32TF32TF32F32_TN>>;
 
 // One operand (A as (M,K) or B as (N,K)) of a BMN x BK tile.
 template <class T, int BMN, int BK, int Stages, int Threads, bool KMajor>
 struct OperandTraits {
   static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte cp.async
-  static_assert(kVec == 8, "the copy and ldmatrix atoms below assume 16-bit elements");
+  static_assert(kVec == 8 || (kVec == 4 && KMajor && BK == 32),
+                "16-bit elements, or 32-bit (TF32) ones K-major in 128-byte rows: the transposing "
+                "ldmatrix moves 16-bit elements only, so TF32 tiles must be K-major");
 
   // K-major rows are BK elements; the swizzle spreads the 8 rows that one ldmatrix phase reads
   // over all 32 banks (BK=32: 4 chunks of 16 B per row, XOR'd with row/2; BK=64: 8 chunks, row).
   // MN-major tiles are stored as BK columns of 64 contiguous M (or N) elements, swizzled so the
   // transposing ldmatrix reads eight 16-byte chunks from different banks.
   static auto smem_atom() {
-    if constexpr (KMajor) {
+    if constexpr (kVec == 4) {
+      // TF32: 128-byte rows of 32 elements, 16-byte chunks of 4 XOR'd with the row.
+      return composition(Swizzle<3, 2, 3>{}, Layout<Shape<_8, _32>, Stride<_32, _1>>{});
+    } else if constexpr (KMajor) {
       static_assert(BK == 32 || BK == 64, "K-major smem atom is defined for BK = 32 or 64");
       if constexpr (BK == 64) {
         return composition(Swizzle<3, 3, 3>{}, Layout<Shape<_8, _64>, Stride<_64, _1>>{});
@@ -85,10 +92,11 @@ struct KernelTraits {
   using B = OperandTraits<Element, kBN, kBK, kStages, kThreads, BKMajor>;
 
   // Each warp covers 16 x 16 per atom step (N permuted to 16 so one ldmatrix.x4 feeds two
-  // 16x8x16 atoms of B); the tiled MMA repeats over the block tile.
+  // 16x8 atoms of B); the tiled MMA repeats over the block tile. K per step: 16 (16-bit), 8 (TF32).
+  static constexpr int kAtomK = D == DType::kTF32 ? 8 : 16;
   using TiledMma = TiledMMA<MMA_Atom<MmaOp<D>>,
                             Layout<Shape<Int<kWarpsM>, Int<kWarpsN>, _1>>,
-                            Tile<Int<16 * kWarpsM>, Int<16 * kWarpsN>, _16>>;
+                            Tile<Int<16 * kWarpsM>, Int<16 * kWarpsN>, Int<kAtomK>>>;
   static_assert(kBM % (16 * kWarpsM) == 0 && kBN % (16 * kWarpsN) == 0, "warps tile the block");
 
   // Epilogue staging: row-major with 8 elements of padding, so the 4-byte accumulator-pair
@@ -106,7 +114,7 @@ struct KernelTraits {
   static constexpr int kSmemAB = int(cosize(typename A::SmemLayout{}) + cosize(typename B::SmemLayout{}));
   static constexpr int kSmemC = int(cosize(SmemLayoutC{}));
   static constexpr int kSmemBytes = int(sizeof(Element)) * (kSmemAB > kSmemC ? kSmemAB : kSmemC);
-  static_assert(kSmemBytes == smem_bytes(kCfg), "the host rule's smem_bytes() must match the layouts");
+  static_assert(kSmemBytes == smem_bytes(kCfg, int(sizeof(Element))), "the host rule's smem_bytes() must match the layouts");
 };
 
 }  // namespace cute_gemm::sm80

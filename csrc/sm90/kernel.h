@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     typename Tr::StoreC r2s;
     auto thr_r2s = r2s.get_thread_slice(ctid);
     Tensor tRSsC = thr_r2s.partition_D(sC);  // (CPY,CPY_M,CPY_N,BUF)
-    Tensor rC = make_tensor<T>(partition_shape_C(typename Tr::ChunkMma{}, make_shape(Int<kBM>{}, Int<Tr::kChunkN>{})));  // (MMA,1,1)
+    using CT = typename Tr::CElement;
+    Tensor rC = make_tensor<CT>(partition_shape_C(typename Tr::ChunkMma{}, make_shape(Int<kBM>{}, Int<Tr::kChunkN>{})));  // (MMA,1,1)
     Tensor tRSrC = thr_r2s.retile_S(rC);     // (CPY,CPY_M,CPY_N)
     constexpr int kChunkValues = decltype(size(rC))::value;
     static_assert(kChunkValues * kChunks == decltype(size(acc))::value, "chunks cover the accumulators");
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // fp32 accumulators (addmm), then the stores.
       const int row0 = tile.m * kBM, col0 = tile.n * kBN;
       if (!p.plain_epilogue()) apply_epilogue<T>(acc, tCcC, row0, col0, p);
-      if (p.c_vector_ok) {
+      if (Tr::kStageC && p.c_vector_ok) {
         const bool leader = ctid % 128 == 0;
         // A compile-time loop: a runtime chunk index would put acc in local memory.
         for_each(make_int_sequence<kChunks>{}, [&](auto j) {
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
           CUTE_UNROLL
           for (int i = 0; i < kChunkValues; ++i) {
-            rC(i) = T(acc_chunks(i, j));
+            rC(i) = CT(acc_chunks(i, j));
           }
           copy(r2s, tRSrC, tRSsC(_, _, _, buf));
           tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
@@ -279,8 +280,8 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
                     make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{}),
       {},
       p};
-  if (p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
-    Tensor mC = make_tensor(make_gmem_ptr(static_cast<T*>(p.c)),
+  if (Tr::kStageC && p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
+    Tensor mC = make_tensor(make_gmem_ptr(static_cast<typename Tr::CElement*>(p.c)),
                             make_layout(make_shape(p.m, p.n, p.batch), make_stride(p.ldc, Int<1>{}, p.batch_c)));
     params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCChunk{},
                                  make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}));

@@ -16,7 +16,8 @@ template <DType D, bool AKMajor, bool BKMajor, int Cfg>
 struct KernelTraits {
   using Element = typename ElementOf<D>::type;
   static constexpr TileConfig kCfg = kConfigs[Cfg];
-  static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
+  // The table's K tile is for 16-bit elements; TF32 keeps the bytes (one 128-byte swizzle row).
+  static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk * 2 / int(sizeof(Element)), kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
   static constexpr int kCluster = kCfg.cluster_m;
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 blocks along M");
@@ -72,7 +73,10 @@ struct KernelTraits {
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
   static constexpr int kChunkN = 64;  // one 128-byte swizzle row of 16-bit elements
   static_assert(kBN % (2 * kChunkN) == 0, "an even number of C chunks per tile (two staging buffers)");
-  using SmemLayoutCChunk = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+  // fp32 C (TF32, out_dtype=float32) is always stored from registers: no staging.
+  static constexpr bool kStageC = sizeof(Element) == 2;
+  using CElement = std::conditional_t<kStageC, Element, cutlass::half_t>;  // the staging's type
+  using SmemLayoutCChunk = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<CElement>{},
                                                   make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
   using SmemLayoutC = decltype(tile_to_shape(SmemLayoutCChunk{},
                                              make_shape(Int<kBM>{}, Int<kChunkN>{}, _2{})));  // (BM,64,BUF)
@@ -80,11 +84,11 @@ struct KernelTraits {
   // values in the same order as a 64-column slice of TiledMma's accumulators. stmatrix writes a
   // warp's 8x8 blocks of that partition, 16 bytes per thread per instruction.
   using ChunkMma = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, Int<kChunkN>, Int<kBK>>, kMajorA,
-                           kMajorB>(),
+      GMMA::ss_op_selector<CElement, CElement, float, Shape<Int<kBM / kConsumers>, Int<kChunkN>, _64>,
+                           GMMA::Major::K, GMMA::Major::K>(),
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
-  using StoreC = decltype(make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, ChunkMma{}));
-  using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)),
+  using StoreC = decltype(make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, CElement>{}, ChunkMma{}));
+  using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<CElement*>(nullptr)),
                                            Layout<Shape<int, int, int>, Stride<int64_t, _1, int64_t>>{}));
   using TmaC = decltype(make_tma_atom(SM90_TMA_STORE{}, std::declval<GmemTensorC>(), SmemLayoutCChunk{},
                                       make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
@@ -92,7 +96,7 @@ struct KernelTraits {
   struct SharedStorage {
     alignas(1024) Element a[cosize_v<SmemLayoutA>];  // 128-byte swizzle atoms need 1024-byte alignment
     alignas(1024) Element b[cosize_v<SmemLayoutB>];
-    alignas(1024) Element c[cosize_v<SmemLayoutC>];  // C staging: two chunk buffers
+    alignas(1024) CElement c[kStageC ? cosize_v<SmemLayoutC> : 8];  // C staging: two chunk buffers
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
   };

@@ -1,0 +1,318 @@
+"""The fused epilogue and cute_gemm.nn.Linear against torch's unfused path, same inputs, same run.
+
+    python -P bench/bench_ops.py                                  # both sections, bf16, gelu
+    python -P bench/bench_ops.py --activations all                # relu, gelu, gelu_tanh, silu
+    python -P bench/bench_ops.py --section fused --shapes 4096x14336x4096 --layout nn
+    python -P bench/bench_ops.py --section mlp --mlp 8192x4096x14336 --mlp-activation silu
+
+fused: cute_gemm.addmm(bias, a, b, activation=act), one kernel, against
+act(torch.addmm(bias, a, b)), cuBLAS then an elementwise kernel that reads and writes C again.
+Timed as bench/bench_mm.py times (its functions are reused): R copies of the operands called in
+turn inside one CUDA graph, median over replays, plus a plain eager loop.
+
+mlp: one training step, forward + backward, of a two-layer MLP block
+(Linear(d, hidden) + act, Linear(hidden, d); loss = out.float().square().mean(); gradients of the
+input and of every parameter) built from cute_gemm.nn.Linear against the same block of
+torch.nn.Linear with the same weights. Eager, CUDA events, median of loops.
+
+Every result is checked against a float32 reference before it is timed (relative Frobenius
+error); a wrong one is reported as WRONG and never timed. docs/benchmark.md describes the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load_bench_mm():
+    # By path: `python -P` keeps this folder off sys.path.
+    spec = importlib.util.spec_from_file_location("bench_mm", HERE / "bench_mm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_mm = _load_bench_mm()
+
+DEFAULT_SHAPES = [(4096, 14336, 4096), (16384, 4096, 4096)]
+DEFAULT_MLP = (8192, 4096, 14336)  # tokens, d, hidden
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+SECTIONS = ("fused", "mlp")
+DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+TARGET = 1.1  # the fused epilogue should save at least this much over the unfused pair
+NO_GPU = "bench_ops: no CUDA GPU is visible, so there is nothing to benchmark."
+
+
+# ---------------------------------------------------------------------------------- arguments
+
+def parse_choices(text: str, choices: tuple[str, ...], what: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for s in names:
+        if s != "all" and s not in choices:
+            raise argparse.ArgumentTypeError(f"{what} '{s}' is not one of {', '.join(choices)}, all")
+    return list(choices) if "all" in names else list(dict.fromkeys(names))
+
+
+def parse_mlp(text: str) -> tuple[int, int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"'{text}' is not TOKENSxDxHIDDEN with positive integers")
+    return tuple(int(p) for p in parts)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--section", type=lambda t: parse_choices(t, SECTIONS, "section"), default=list(SECTIONS),
+                    help="comma list of fused, mlp, all (default: all)")
+    ap.add_argument("--shapes", type=bench_mm.parse_shapes, default=DEFAULT_SHAPES,
+                    help="fused: MxNxK,... (default: 4096x14336x4096,16384x4096x4096)")
+    ap.add_argument("--activations", type=lambda t: parse_choices(t, ACTIVATIONS, "activation"), default=["gelu"],
+                    help=f"fused: comma list of {', '.join(ACTIVATIONS)}, all (default: gelu)")
+    ap.add_argument("--layout", choices=bench_mm.LAYOUTS, default="nt",
+                    help="fused: a then b, n = row-major, t = transposed view (default nt: b is an nn.Linear "
+                         "weight's .t())")
+    ap.add_argument("--mlp", type=parse_mlp, default=DEFAULT_MLP, metavar="TOKENSxDxHIDDEN",
+                    help="mlp: tokens, model width, hidden width (default: 8192x4096x14336)")
+    ap.add_argument("--mlp-activation", choices=ACTIVATIONS, default="gelu", help="mlp: activation (default gelu)")
+    ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
+    ap.add_argument("--seconds", type=bench_mm.positive_float, default=0.3, help="timed time per measurement")
+    ap.add_argument("--json", type=Path, default=Path("bench/out/ops.json"), help="where to write results")
+    return ap.parse_args(argv)
+
+
+# ------------------------------------------------------------------------------- measurement
+
+def torch_activation(torch, name: str):
+    F = torch.nn.functional
+    return {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+            "silu": F.silu}[name]
+
+
+def fused_row(torch, cute_gemm, shape, activation, dname, layout, l2, seconds) -> dict:
+    """Check and time act(torch.addmm(...)) and cute_gemm.addmm(..., activation=act) on one shape."""
+    m, n, k = shape
+    dtype = getattr(torch, DTYPES[dname])
+    per_set = (m * k + k * n + m * n) * 2
+    reps = max(2, min(64, math.ceil(4 * l2 / per_set)))
+    torch.manual_seed(0)
+    sets = [(bench_mm.make_operand(torch, m, k, layout[0], dtype), bench_mm.make_operand(torch, k, n, layout[1], dtype))
+            for _ in range(reps)]
+    bias = torch.randn(n, device="cuda", dtype=dtype)
+    act = torch_activation(torch, activation)
+    a0, b0 = sets[0]
+    ref = act(torch.addmm(bias.float(), a0.float(), b0.float()))
+    impls = {"unfused": lambda a, b: act(torch.addmm(bias, a, b)),
+             "fused": lambda a, b: cute_gemm.addmm(bias, a, b, activation=activation)}
+    row = {"m": m, "n": n, "k": k, "dtype": dname, "layout": layout, "activation": activation, "reps": reps,
+           "impls": {}}
+    for name, fn in impls.items():
+        try:
+            row["impls"][name] = bench_mm.measure(torch, fn, sets, ref, bench_mm.REL_BOUND[dname], seconds)
+        except Exception as e:  # one failing must not cost the other's numbers
+            if name == "unfused":
+                raise
+            row["impls"][name] = {"error": bench_mm.first_line(e)}
+    del sets, ref
+    torch.cuda.empty_cache()
+    return finish_fused(row)
+
+
+def finish_fused(row: dict) -> dict:
+    flops = 2.0 * row["m"] * row["n"] * row["k"]
+    for res in row["impls"].values():
+        if "us" in res:
+            res["tflops"] = flops / res["us"] / 1e6
+    unfused, fused = row["impls"].get("unfused", {}), row["impls"].get("fused", {})
+    row["ratio"] = unfused["us"] / fused["us"] if "us" in unfused and "us" in fused else None
+    return row
+
+
+def mlp_row(torch, cute_gemm, mlp, activation, dname, seconds) -> dict:
+    """Check and time one forward+backward step of the MLP block, torch.nn.Linear vs cute_gemm.nn.Linear."""
+    tokens, d, hidden = mlp
+    dtype = getattr(torch, DTYPES[dname])
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(torch.nn.Linear(d, hidden), activation_module(torch, activation),
+                                 torch.nn.Linear(hidden, d)).to("cuda", dtype)
+    ours = torch.nn.Sequential(cute_gemm.nn.Linear.from_torch(theirs[0], activation=activation),
+                               cute_gemm.nn.Linear.from_torch(theirs[2]))  # the same Parameters
+    x = torch.randn(tokens, d, device="cuda", dtype=dtype, requires_grad=True)
+
+    def step(model, x):
+        loss = model(x).float().square().mean()
+        return torch.autograd.grad(loss, [x, *model.parameters()])
+
+    def outputs(model, x):
+        with torch.no_grad():
+            y = model(x)
+        return [y, *step(model, x)]
+
+    # Reference: the same block and input in float32 (TF32 off), then the relative error of every
+    # output and gradient; ours must be within twice torch's own error (or the dtype's bound).
+    reference = torch.nn.Sequential(torch.nn.Linear(d, hidden), activation_module(torch, activation),
+                                    torch.nn.Linear(hidden, d)).to("cuda")
+    reference.load_state_dict(theirs.state_dict())
+    refs = outputs(reference, x.detach().float().requires_grad_())
+    del reference
+    row = {"tokens": tokens, "d": d, "hidden": hidden, "dtype": dname, "activation": activation,
+           "flops": 3 * 2.0 * 2 * tokens * d * hidden, "impls": {}}  # forward 2 GEMMs, backward 4
+    errors = {}
+    for name, model in (("torch.nn.Linear", theirs), ("cute_gemm.nn.Linear", ours)):
+        try:
+            got = outputs(model, x)
+            errors[name] = max(_rel_err(g, r) for g, r in zip(got, refs))
+            del got
+        except Exception as e:
+            if name == "torch.nn.Linear":
+                raise
+            row["impls"][name] = {"error": bench_mm.first_line(e)}
+    del refs
+    bound = max(bench_mm.REL_BOUND[dname], 2 * errors["torch.nn.Linear"])
+    for name, model in (("torch.nn.Linear", theirs), ("cute_gemm.nn.Linear", ours)):
+        if name not in errors:
+            continue
+        err = errors[name]
+        if not math.isfinite(err) or err > bound:
+            row["impls"][name] = {"wrong": True, "rel_err": err if math.isfinite(err) else None}
+            continue
+        us = bench_mm.eager_time_us(torch, lambda x, _: step(model, x), x, None, max(seconds, 1.0))
+        row["impls"][name] = {"ms": us / 1e3, "tflops": row["flops"] / us / 1e6, "rel_err": err}
+    torch.cuda.empty_cache()
+    t, c = row["impls"].get("torch.nn.Linear", {}), row["impls"].get("cute_gemm.nn.Linear", {})
+    row["ratio"] = t["ms"] / c["ms"] if "ms" in t and "ms" in c else None
+    return row
+
+
+def activation_module(torch, name: str):
+    nn = torch.nn
+    return {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "silu": nn.SiLU()}[name]
+
+
+def _rel_err(x, ref) -> float:
+    return ((x.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30)).item()
+
+
+# ----------------------------------------------------------------------------------- reports
+
+def cell(res: dict, key: str, spec: str) -> str:
+    if res.get("wrong"):
+        return bench_mm.wrong_text(res)
+    if "error" in res:
+        return "failed"
+    return bench_mm.fmt(res.get(key), spec)
+
+
+def format_fused(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    out = [f"## fused epilogue: cute_gemm.addmm(bias, a, b, activation=act) vs act(torch.addmm(bias, a, b)), "
+           f"{rows[0]['dtype']}, layout {rows[0]['layout']}", "",
+           "| M x N x K | activation | unfused us | fused us | unfused TFLOP/s | fused TFLOP/s | unfused/fused |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        u, f = r["impls"].get("unfused", {}), r["impls"].get("fused", {})
+        out.append(f"| {r['m']}x{r['n']}x{r['k']} | {r['activation']} | {cell(u, 'us', '.1f')} | "
+                   f"{cell(f, 'us', '.1f')} | {cell(u, 'tflops', '.1f')} | {cell(f, 'tflops', '.1f')} | "
+                   f"{bench_mm.fmt(r['ratio'], '.2f')} |")
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    summary = (f"{bench_mm.geomean(ratios):.3f} over {bench_mm.n_shapes(len(ratios))}" if ratios else "-")
+    left_out = len(rows) - len(ratios)
+    out += ["", f"geomean unfused/fused: {summary}" + (f" ({left_out} left out: WRONG or failed)" if left_out else "")
+            + f"; target >= {TARGET}"]
+    return "\n".join(out)
+
+
+def format_mlp(row: dict | None) -> str:
+    if row is None:
+        return ""
+    t, c = row["impls"].get("torch.nn.Linear", {}), row["impls"].get("cute_gemm.nn.Linear", {})
+    return "\n".join([
+        f"## MLP step (forward + backward): Linear({row['d']}, {row['hidden']}) + {row['activation']}, "
+        f"Linear({row['hidden']}, {row['d']}), {row['tokens']} tokens, {row['dtype']}", "",
+        "| impl | ms/step | TFLOP/s | max rel err |", "|---|---|---|---|",
+        f"| torch.nn.Linear | {cell(t, 'ms', '.2f')} | {cell(t, 'tflops', '.1f')} | "
+        f"{bench_mm.fmt(t.get('rel_err'), '.1e')} |",
+        f"| cute_gemm.nn.Linear | {cell(c, 'ms', '.2f')} | {cell(c, 'tflops', '.1f')} | "
+        f"{bench_mm.fmt(c.get('rel_err'), '.1e')} |",
+        "", f"torch/cute time: {bench_mm.fmt(row['ratio'], '.3f')}"])
+
+
+def any_bad(doc: dict) -> bool:
+    rows = doc["fused"] + ([doc["mlp"]] if doc["mlp"] else [])
+    return any(res.get("wrong") or "error" in res for r in rows for res in r["impls"].values())
+
+
+# -------------------------------------------------------------------------------------- main
+
+def environment(torch, cute_gemm, argv) -> dict:
+    prop = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": prop.name,
+        "sms": prop.multi_processor_count,
+        "l2_bytes": prop.L2_cache_size,
+        "driver": bench_mm.driver_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cute_gemm": bench_mm.package_version(cute_gemm, "cute_gemm"),
+        "git_commit": bench_mm.git_commit(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "command": shlex.join(["python", sys.argv[0]] + list(argv)),
+    }
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print(NO_GPU, file=sys.stderr)
+        return 2
+    try:
+        import cute_gemm
+    except ImportError as e:
+        print(f"bench_ops: cannot import cute_gemm: {e}", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False  # the float32 references are float32
+
+    env = environment(torch, cute_gemm, argv)
+    env.update(sections=args.section, dtype=args.dtype, seconds=args.seconds)
+    print(f"# {env['gpu']} ({env['sms']} SMs), driver {env['driver'] or '?'}, torch {env['torch']}, "
+          f"CUDA {env['cuda']}, cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}", flush=True)
+    started = time.monotonic()
+    doc = {"format": 1, "environment": env, "fused": [], "mlp": None}
+    if "fused" in args.section:
+        l2 = env["l2_bytes"] or 50 * 2**20
+        for shape in args.shapes:
+            for activation in args.activations:
+                row = fused_row(torch, cute_gemm, shape, activation, args.dtype, args.layout, l2, args.seconds)
+                doc["fused"].append(row)
+                print(f"[{time.monotonic() - started:5.0f} s] fused {args.dtype} {'x'.join(map(str, shape))} "
+                      f"{activation}: ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)
+    if "mlp" in args.section:
+        doc["mlp"] = mlp_row(torch, cute_gemm, args.mlp, args.mlp_activation, args.dtype, args.seconds)
+        print(f"[{time.monotonic() - started:5.0f} s] mlp: ratio {bench_mm.fmt(doc['mlp']['ratio'], '.2f')}",
+              flush=True)
+
+    print()
+    print("\n\n".join(t for t in (format_fused(doc["fused"]), format_mlp(doc["mlp"])) if t))
+    env["elapsed_s"] = round(time.monotonic() - started, 1)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(doc, indent=1))
+    print(f"# wrote {args.json} ({env['elapsed_s']:.0f} s)")
+    return 1 if any_bad(doc) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

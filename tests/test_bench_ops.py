@@ -1,0 +1,85 @@
+"""bench/bench_ops.py on CPU: arguments, tables and the no-GPU message. The timing is not a test."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_ops.py"
+_spec = importlib.util.spec_from_file_location("bench_ops", BENCH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def usage_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        bench.parse_args(argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_defaults():
+    args = bench.parse_args([])
+    assert args.section == ["fused", "mlp"]
+    assert args.shapes == [(4096, 14336, 4096), (16384, 4096, 4096)]
+    assert args.activations == ["gelu"] and args.mlp_activation == "gelu"
+    assert args.mlp == (8192, 4096, 14336) and args.dtype == "bf16" and args.layout == "nt"
+    assert args.json == Path("bench/out/ops.json")
+
+
+def test_lists_and_their_errors(capsys):
+    assert bench.parse_args(["--activations", "all"]).activations == ["relu", "gelu", "gelu_tanh", "silu"]
+    assert bench.parse_args(["--activations", "silu, relu,silu"]).activations == ["silu", "relu"]
+    assert bench.parse_args(["--section", "mlp"]).section == ["mlp"]
+    assert bench.parse_args(["--shapes", "1x2x3"]).shapes == [(1, 2, 3)]
+    assert bench.parse_args(["--mlp", "16X32x64"]).mlp == (16, 32, 64)
+    assert "activation 'tanh' is not one of relu, gelu, gelu_tanh, silu, all" in usage_error(
+        capsys, ["--activations", "gelu,tanh"])
+    assert "section 'both' is not one of fused, mlp, all" in usage_error(capsys, ["--section", "both"])
+    assert "'8x8' is not TOKENSxDxHIDDEN" in usage_error(capsys, ["--mlp", "8x8"])
+    assert "is not MxNxK" in usage_error(capsys, ["--shapes", "0x1x1"])
+    assert "invalid choice: 'elu'" in usage_error(capsys, ["--mlp-activation", "elu"])
+
+
+def fused(m, n, k, unfused, fused_, activation="gelu"):
+    def res(t):
+        return ({"wrong": True, "rel_err": 0.5} if t == "WRONG" else {"error": "RuntimeError: boom"} if t == "failed"
+                else {"us": t, "eager_us": t + 1, "rel_err": 1e-3})
+    return bench.finish_fused({"m": m, "n": n, "k": k, "dtype": "bf16", "layout": "nt", "activation": activation,
+                               "reps": 2, "impls": {"unfused": res(unfused), "fused": res(fused_)}})
+
+
+def test_fused_table_and_geomean():
+    rows = [fused(1024, 1024, 1024, 12.0, 10.0), fused(2048, 1024, 1024, 30.0, 20.0, "relu"),
+            fused(4096, 1024, 1024, 50.0, "WRONG"), fused(64, 64, 64, 5.0, "failed")]
+    assert rows[0]["ratio"] == pytest.approx(1.2) and rows[2]["ratio"] is None
+    assert rows[0]["impls"]["fused"]["tflops"] == pytest.approx(2 * 1024**3 / 10e-6 / 1e12)
+    text = bench.format_fused(rows)
+    assert "| 1024x1024x1024 | gelu | 12.0 | 10.0 | 179.0 | 214.7 | 1.20 |" in text
+    assert "| 4096x1024x1024 | gelu | 50.0 | WRONG (rel err 5.0e-01) | 171.8 | WRONG (rel err 5.0e-01) | - |" in text
+    assert "| 64x64x64 | gelu | 5.0 | failed | 0.1 | failed | - |" in text
+    # sqrt(1.2 * 1.5) = 1.342
+    assert "geomean unfused/fused: 1.342 over 2 shapes (2 left out: WRONG or failed); target >= 1.1" in text
+    assert bench.format_fused([]) == ""
+
+
+def test_mlp_table_and_exit_status():
+    row = {"tokens": 8, "d": 16, "hidden": 32, "dtype": "bf16", "activation": "gelu", "ratio": 1.25,
+           "impls": {"torch.nn.Linear": {"ms": 2.5, "tflops": 100.0, "rel_err": 4e-3},
+                     "cute_gemm.nn.Linear": {"ms": 2.0, "tflops": 125.0, "rel_err": 3e-3}}}
+    text = bench.format_mlp(row)
+    assert "Linear(16, 32) + gelu, Linear(32, 16), 8 tokens, bf16" in text
+    assert "| cute_gemm.nn.Linear | 2.00 | 125.0 | 3.0e-03 |" in text and "torch/cute time: 1.250" in text
+    assert not bench.any_bad({"fused": [fused(8, 8, 8, 2.0, 1.0)], "mlp": row})
+    assert bench.any_bad({"fused": [fused(8, 8, 8, 2.0, "WRONG")], "mlp": None})
+
+
+def test_without_a_gpu_it_says_so_in_one_sentence():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    run = subprocess.run([sys.executable, "-P", str(BENCH)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2
+    assert run.stderr.strip() == "bench_ops: no CUDA GPU is visible, so there is nothing to benchmark."
+    assert "Traceback" not in run.stderr + run.stdout

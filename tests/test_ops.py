@@ -1,0 +1,679 @@
+"""cute_gemm as a first-class PyTorch op: mm's out= and out_dtype, addmm with its fused epilogue,
+bmm, matmul, autograd, nn.Linear, opcheck, torch.compile, streams and CUDA graphs (GPU), and the
+registration, the fake (meta) implementations and the Python-level errors (CPU).
+
+Every GPU result is compared with a float64 reference: relative Frobenius error within a bound
+tied to the output dtype and, where torch computes the same thing in the same dtype, within twice
+torch's own error. out= tensors are filled with NaN first, so an element left unwritten fails.
+"""
+
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import cute_gemm
+
+ops = torch.ops.cute_gemm
+gpu = pytest.mark.gpu
+
+DTYPES = [torch.float16, torch.bfloat16]
+DTYPE_IDS = ["f16", "bf16"]
+# Bound on ||out - ref|| / ||ref||: rounding of the output to its dtype dominates (fp32 accumulate);
+# float32 outputs (out_dtype, or float32 inputs without TF32) carry only the accumulation error.
+REL_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-4}
+TF32_BOUND = 1e-2
+ACTS = {
+    None: lambda z: z,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+    "silu": F.silu,
+}
+LAYOUTS = ["nn", "nt", "tn", "tt"]
+SHAPES = [(1, 1, 1), (7, 7, 7), (1, 574, 129), (127, 129, 7), (129, 127, 574), (574, 574, 127)]  # (M, N, K)
+
+
+@pytest.fixture(autouse=True)
+def _seed(request):
+    # Fresh inputs per test, the same ones on every run of that test.
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+def operand(rows, cols, major="n", dtype=torch.bfloat16):
+    """A (rows, cols) CUDA operand: row-major ("n") or the transposed view of a (cols, rows) tensor ("t")."""
+    if major == "n":
+        return torch.randn(rows, cols, device="cuda").to(dtype)
+    return torch.randn(cols, rows, device="cuda").to(dtype).t()
+
+
+def randn(*shape, dtype=torch.bfloat16):
+    return torch.randn(shape, device="cuda").to(dtype)
+
+
+def nan_out(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+def poisoned(fn, shape, dtype):
+    """fn() right after a NaN-filled block of the result's size was freed: the caching allocator
+    hands that block out next, so an element the kernel leaves unwritten shows up as NaN (best
+    effort: an op that allocates a temporary first gets the block for that)."""
+    nan_out(shape, dtype)
+    return fn()
+
+
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def check(out, ref, dtype, theirs=None, bound=None):
+    """out against the float64 reference ref; theirs: torch's result in the same dtype, if any."""
+    assert out.shape == ref.shape and out.dtype == dtype, (out.shape, ref.shape, out.dtype, dtype)
+    assert not out.isnan().any(), "unwritten (NaN-poisoned) or NaN output elements"
+    err = rel_err(out, ref)
+    assert err <= (bound or REL_BOUND[dtype]), err
+    # The same rounding budget as torch: an fp16 accumulator or a dropped k-block would blow it.
+    # Not for a handful of elements, where one of them rounding the other way decides it.
+    if theirs is not None and ref.numel() >= 32:
+        err_torch = rel_err(theirs, ref)
+        assert err <= 2 * err_torch + 1e-5, (err, err_torch)
+
+
+def addmm_ref(input, a, b, beta=1, alpha=1, activation=None):
+    z = alpha * (a.double() @ b.double())
+    if beta != 0:
+        z = z + beta * input.double()
+    return ACTS[activation](z)
+
+
+def grads_vs_reference(fn, ref_fn, inputs):
+    """Gradients of fn at inputs and of ref_fn at float64 copies of them, for one random upstream
+    gradient drawn in fn's output dtype (so both graphs see the same numbers)."""
+    xs = [x.detach().requires_grad_() for x in inputs]
+    out = fn(*xs)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, xs, grad)
+    xs64 = [x.detach().double().requires_grad_() for x in inputs]
+    ref = ref_fn(*xs64)
+    want = torch.autograd.grad(ref, xs64, grad.double())
+    for x, g, w in zip(inputs, got, want):
+        assert g.shape == x.shape and g.dtype == x.dtype
+        assert not g.isnan().any()
+        dtype = x.dtype
+        assert rel_err(g, w) <= 2 * REL_BOUND[dtype], (rel_err(g, w), x.shape)
+    return out, ref
+
+
+# ======================================================================================= CPU
+# These run wherever the extension is built, GPU or not (as in CI).
+
+SCHEMAS = {
+    "mm.default": "cute_gemm::mm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor",
+    "mm.out": "cute_gemm::mm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "addmm.default": "cute_gemm::addmm(Tensor input, Tensor a, Tensor b, *, Scalar beta=1, Scalar alpha=1, "
+                     "str? activation=None, ScalarType? out_dtype=None) -> Tensor",
+    "addmm.out": "cute_gemm::addmm.out(Tensor input, Tensor a, Tensor b, *, Scalar beta=1, Scalar alpha=1, "
+                 "str? activation=None, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "bmm.default": "cute_gemm::bmm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor",
+    "bmm.out": "cute_gemm::bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_schema_is_registered(name):
+    packet, overload = name.split(".")
+    assert str(getattr(getattr(ops, packet), overload)._schema) == SCHEMAS[name]
+
+
+def test_public_api():
+    assert set(cute_gemm.__all__) == {"mm", "addmm", "bmm", "matmul", "nn"}
+    assert issubclass(cute_gemm.nn.Linear, torch.nn.Linear)
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def test_meta_shapes_of_every_op():
+    a, b = meta(5, 7), meta(7, 3)
+    for dtype in (None, torch.bfloat16, torch.float32):
+        want = dtype or torch.bfloat16
+        c = ops.mm(a, b, out_dtype=dtype)
+        assert c.shape == (5, 3) and c.dtype == want and c.device.type == "meta"
+        out = meta(5, 3, dtype=want)
+        assert ops.mm.out(a, b, out_dtype=dtype, out=out) is out
+        c = ops.bmm(meta(4, 5, 7), meta(4, 7, 3), out_dtype=dtype)
+        assert c.shape == (4, 5, 3) and c.dtype == want
+        out = meta(4, 5, 3, dtype=want)
+        assert ops.bmm.out(meta(4, 5, 7), meta(4, 7, 3), out_dtype=dtype, out=out) is out
+    for shape in [(3,), (1, 3), (5, 1), (5, 3), ()]:
+        c = ops.addmm(meta(*shape), a, b, beta=0.5, alpha=2, activation="gelu")
+        assert c.shape == (5, 3) and c.dtype == torch.bfloat16
+        out = meta(5, 3)
+        assert ops.addmm.out(meta(*shape), a, b, activation="relu", out=out) is out
+    c = ops.addmm(meta(3, dtype=torch.float32), a, b, out_dtype=torch.float32)
+    assert c.shape == (5, 3) and c.dtype == torch.float32
+
+
+def test_fake_tensor_mode_through_the_python_api():
+    with FakeTensorMode():
+        x = torch.empty(2, 9, 16, dtype=torch.float16)
+        w = torch.empty(24, 16, dtype=torch.float16)
+        bias = torch.empty(24, dtype=torch.float16)
+        y = cute_gemm.addmm(bias, x.reshape(18, 16), w.t(), activation="silu")
+        assert y.shape == (18, 24) and y.dtype == torch.float16
+        assert cute_gemm.matmul(x, w.t()).shape == (2, 9, 24)
+        assert cute_gemm.bmm(x, x.mT, out_dtype=torch.float32).dtype == torch.float32
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((7,), (7,)), ((7,), (7, 3)), ((5, 7), (7,)), ((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((2, 5, 7), (7,)),
+    ((7,), (2, 7, 3)), ((5, 7), (2, 7, 3)), ((2, 3, 5, 7), (3, 7, 4)), ((3, 1, 5, 7), (2, 7, 4)),
+    ((0, 5, 7), (7, 3)), ((5, 0), (0, 3)),
+], ids=str)
+def test_matmul_shapes_match_torch(sa, sb):
+    """On meta tensors: the shape logic of matmul (folding, broadcasting, 1-D rules) alone."""
+    got = cute_gemm.matmul(meta(*sa), meta(*sb))
+    assert got.shape == torch.matmul(meta(*sa), meta(*sb)).shape
+
+
+@pytest.mark.parametrize("sa, sb, pattern", [
+    ((3, 4, 5), (2, 5, 6),
+     r"matmul: the batch dimensions of a and b do not broadcast, got shapes \[3, 4, 5\] and \[2, 5, 6\]"),
+    ((4, 5), (6, 3),
+     r"matmul: a's last dimension \(K\) must equal b's second-to-last dimension, got shapes \[4, 5\] and \[6, 3\]"),
+    ((5,), (6,), r"matmul: a's last dimension \(K\) must equal b's only dimension, got shapes \[5\] and \[6\]"),
+    ((), (6,), r"matmul: both arguments must be at least 1-D, got shapes \[\] and \[6\]"),
+], ids=["batch", "k", "vectors", "0d"])
+def test_matmul_shape_errors_name_both_shapes(sa, sb, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        cute_gemm.matmul(torch.randn(sa), torch.randn(sb))
+
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda: ops.addmm(meta(4), meta(5, 7), meta(7, 3)),
+     r"addmm: input must broadcast to the result's shape \(M, N\) = \[5, 3\] .*, got shape \[4\]"),
+    (lambda: ops.addmm(meta(5, 3), meta(5, 7), meta(7, 3), activation="tanh"),
+     r"addmm: activation must be one of None, 'relu', 'gelu', 'gelu_tanh', 'silu', got 'tanh'"),
+    (lambda: ops.mm(meta(5, 7), meta(8, 3)),
+     r"mm: a's columns \(K\) must equal b's rows, got a \[5, 7\] and b \[8, 3\]"),
+    (lambda: ops.bmm(meta(2, 5, 7), meta(3, 7, 3)), r"bmm: a and b must have the same batch size"),
+    (lambda: ops.mm.out(meta(5, 7), meta(7, 3), out=meta(3, 5)), r"mm: out must have shape \[5, 3\], got \[3, 5\]"),
+], ids=["bias_length", "activation", "k", "batch", "out_shape"])
+def test_fake_impls_raise_value_errors(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+def test_fake_impls_raise_type_errors_for_dtypes():
+    with pytest.raises(TypeError, match=r"mm: out_dtype must be None, torch.bfloat16 \(the inputs' dtype\) or "
+                                         r"torch.float32, got torch.float16"):
+        ops.mm(meta(5, 7), meta(7, 3), out_dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"bmm: out must have the result dtype torch.float32, got torch.bfloat16"):
+        ops.bmm.out(meta(2, 5, 7), meta(2, 7, 3), out_dtype=torch.float32, out=meta(2, 5, 3))
+    with pytest.raises(TypeError, match=r"addmm: input must have a's dtype"):
+        ops.addmm(meta(3, dtype=torch.float32), meta(5, 7), meta(7, 3))
+
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda: cute_gemm.addmm([1.0], torch.randn(2, 2), torch.randn(2, 2)),
+     "addmm: input must be a torch.Tensor, got list"),
+    (lambda: cute_gemm.addmm(torch.randn(2), torch.randn(2, 2), 2.0), "addmm: b must be a torch.Tensor, got float"),
+    (lambda: cute_gemm.bmm(None, torch.randn(1, 2, 2)), "bmm: a must be a torch.Tensor, got NoneType"),
+    (lambda: cute_gemm.matmul(torch.randn(2, 2), (1, 2)), "matmul: b must be a torch.Tensor, got tuple"),
+    (lambda: cute_gemm.mm(torch.randn(2, 2), torch.randn(2, 2), out=[0.0]), "mm: out must be a torch.Tensor, got list"),
+], ids=["addmm_input", "addmm_b", "bmm_a", "matmul_b", "mm_out"])
+def test_non_tensor_arguments_are_type_errors(call, pattern):
+    with pytest.raises(TypeError, match=pattern):
+        call()
+
+
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+def test_out_with_inputs_that_require_grad_is_refused_before_the_op(op):
+    args = {"mm": (meta(5, 7), meta(7, 3)), "addmm": (meta(3), meta(5, 7), meta(7, 3)),
+            "bmm": (meta(2, 5, 7), meta(2, 7, 3))}[op]
+    out = meta(*((2, 5, 3) if op == "bmm" else (5, 3)))
+    fn = getattr(cute_gemm, op)
+    args[-1].requires_grad_()
+    pattern = rf"{op}\(\): functions with out=\.\.\. arguments don't support automatic differentiation"
+    with pytest.raises(RuntimeError, match=pattern):
+        fn(*args, out=out)
+    with torch.no_grad():  # as torch: allowed where no graph is recorded
+        assert fn(*args, out=out) is out
+
+
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+def test_cpu_tensors_reach_the_ops_checks(op):
+    args = {"mm": (torch.randn(5, 7), torch.randn(7, 3)),
+            "addmm": (torch.randn(3), torch.randn(5, 7), torch.randn(7, 3)),
+            "bmm": (torch.randn(2, 5, 7), torch.randn(2, 7, 3))}[op]
+    args = [x.to(torch.bfloat16) for x in args]
+    with pytest.raises(ValueError, match=rf"^{op}: .*CUDA"):
+        getattr(cute_gemm, op)(*args)
+
+
+def test_linear_state_dict_round_trip_with_torch_linear():
+    ours = cute_gemm.nn.Linear(16, 24, activation="gelu", dtype=torch.bfloat16)
+    theirs = torch.nn.Linear(16, 24, dtype=torch.bfloat16)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["weight", "bias"]
+    theirs.load_state_dict(ours.state_dict())
+    assert all(torch.equal(theirs.state_dict()[k], v) for k, v in ours.state_dict().items())
+    fresh = torch.nn.Linear(16, 24, bias=True, dtype=torch.bfloat16)
+    ours.load_state_dict(fresh.state_dict())
+    assert torch.equal(ours.weight, fresh.weight) and torch.equal(ours.bias, fresh.bias)
+    no_bias = cute_gemm.nn.Linear(16, 24, bias=False)
+    assert list(no_bias.state_dict()) == ["weight"] and no_bias.bias is None
+
+
+def test_linear_from_torch_shares_parameters_and_repr():
+    theirs = torch.nn.Linear(8, 4)
+    ours = cute_gemm.nn.Linear.from_torch(theirs, activation="silu")
+    assert ours.weight is theirs.weight and ours.bias is theirs.bias
+    assert [p for p in ours.parameters()] == [theirs.weight, theirs.bias]
+    assert repr(ours) == "Linear(in_features=8, out_features=4, bias=True, activation='silu')"
+    assert cute_gemm.nn.Linear.from_torch(torch.nn.Linear(8, 4, bias=False)).bias is None
+    with pytest.raises(ValueError, match=r"Linear: activation must be one of None, 'relu', 'gelu', 'gelu_tanh', "
+                                          r"'silu', got 'elu'"):
+        cute_gemm.nn.Linear(8, 4, activation="elu")
+
+
+# ================================================================================== GPU: mm
+
+@gpu
+@pytest.mark.parametrize("out_dtype", [None, torch.float32], ids=["same", "fp32"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_mm_out_and_out_dtype(dtype, layout, out_dtype):
+    want = out_dtype or dtype
+    for m, n, k in SHAPES:
+        a, b = operand(m, k, layout[0], dtype), operand(k, n, layout[1], dtype)
+        ref = a.double() @ b.double()
+        theirs = torch.mm(a, b) if out_dtype is None else None
+        out = nan_out((m, n), want)
+        assert cute_gemm.mm(a, b, out=out, out_dtype=out_dtype) is out
+        check(out, ref, want, theirs)
+        c = poisoned(lambda: cute_gemm.mm(a, b, out_dtype=out_dtype), (m, n), want)
+        assert c.is_contiguous()
+        check(c, ref, want, theirs)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_mm_into_strided_out_leaves_the_rest_alone(dtype):
+    m, n, k = 129, 127, 200
+    a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+    ref = a.double() @ b.double()
+    buf = nan_out((n + 3, m + 5), dtype)
+    views = [buf[1:n + 1, 2:m + 2].t(),                       # column-major with an offset
+             nan_out((m + 3, 2 * n), dtype)[1:m + 1, ::2]]    # column stride 2
+    for out in views:
+        assert cute_gemm.mm(a, b, out=out) is out
+        check(out, ref, dtype)
+    # Nothing outside the first view was written.
+    mask = torch.ones_like(buf, dtype=torch.bool)
+    mask[1:n + 1, 2:m + 2] = False
+    assert buf[mask].isnan().all()
+
+
+@gpu
+@pytest.mark.parametrize("make, exc, pattern", [
+    (lambda a, b: dict(out=nan_out((64, 40), a.dtype)), ValueError, r"mm: .*out"),
+    (lambda a, b: dict(out=nan_out((64, 48), torch.float32)), TypeError, r"mm: .*out"),
+    (lambda a, b: dict(out=torch.empty(64, 48, dtype=a.dtype)), ValueError, r"mm: .*out"),
+    (lambda a, b: dict(out=a[:, :48]), ValueError, r"mm: .*(overlap|out)"),
+    (lambda a, b: dict(out_dtype=torch.float64), TypeError, r"mm: .*out_dtype"),
+], ids=["shape", "dtype", "device", "overlaps_a", "bad_out_dtype"])
+def test_mm_out_errors(make, exc, pattern):
+    a, b = randn(64, 64), randn(64, 48)
+    with pytest.raises(exc, match=pattern):
+        cute_gemm.mm(a, b, **make(a, b))
+    torch.cuda.synchronize()
+
+
+# =============================================================================== GPU: addmm
+
+INPUT_SHAPES = {"bias": lambda m, n: (n,), "row": lambda m, n: (1, n), "column": lambda m, n: (m, 1),
+                "full": lambda m, n: (m, n), "scalar": lambda m, n: ()}
+
+
+@gpu
+@pytest.mark.parametrize("kind", list(INPUT_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_addmm_input_broadcasts_and_scales(dtype, kind):
+    for (m, n, k), (beta, alpha), layout in [((129, 127, 574), (1, 1), "nt"), ((7, 1, 7), (0.5, -1.5), "tn"),
+                                             ((127, 129, 127), (-2.0, 0.25), "nn")]:
+        a, b = operand(m, k, layout[0], dtype), operand(k, n, layout[1], dtype)
+        input = randn(*INPUT_SHAPES[kind](m, n), dtype=dtype)
+        ref = addmm_ref(input, a, b, beta, alpha)
+        theirs = torch.addmm(input, a, b, beta=beta, alpha=alpha)
+        c = poisoned(lambda: cute_gemm.addmm(input, a, b, beta=beta, alpha=alpha), (m, n), dtype)
+        check(c, ref, dtype, theirs)
+        out = nan_out((m, n), dtype)
+        assert cute_gemm.addmm(input, a, b, beta=beta, alpha=alpha, out=out) is out
+        check(out, ref, dtype, theirs)
+
+
+@gpu
+@pytest.mark.parametrize("activation", list(ACTS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_addmm_activation_matches_torch(dtype, activation):
+    for m, n, k in [(129, 127, 574), (574, 129, 7)]:
+        a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+        bias = randn(n, dtype=dtype)
+        ref = addmm_ref(bias, a, b, 1, 1, activation)
+        theirs = ACTS[activation](torch.addmm(bias, a, b))  # unfused: rounds z, then the activation
+        c = poisoned(lambda: cute_gemm.addmm(bias, a, b, activation=activation), (m, n), dtype)
+        check(c, ref, dtype, theirs)
+        # out_dtype=float32: the activation of the fp32 accumulators, unrounded; bias in either dtype.
+        for bias_ in (bias, bias.float()):
+            out = nan_out((m, n), torch.float32)
+            assert cute_gemm.addmm(bias_, a, b, activation=activation, out_dtype=torch.float32, out=out) is out
+            check(out, ref, torch.float32)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_addmm_beta_zero_ignores_nan_input(dtype):
+    a, b = operand(127, 129, "n", dtype), operand(129, 131, "n", dtype)
+    for shape in [(131,), (127, 131)]:
+        input = nan_out(shape, dtype)
+        for activation in (None, "gelu"):
+            ref = addmm_ref(input, a, b, 0, 2.0, activation)
+            check(cute_gemm.addmm(input, a, b, beta=0, alpha=2.0, activation=activation), ref, dtype,
+                  ACTS[activation](torch.addmm(input, a, b, beta=0, alpha=2.0)))
+
+
+@gpu
+def test_empty_and_zero_k():
+    dtype = torch.bfloat16
+    assert cute_gemm.addmm(randn(5), randn(0, 16), randn(16, 5)).shape == (0, 5)
+    assert cute_gemm.bmm(randn(3, 4, 16), randn(3, 16, 0)).shape == (3, 4, 0)
+    bias = randn(9)
+    c = poisoned(lambda: cute_gemm.addmm(bias, randn(6, 0), randn(0, 9), beta=0.5, activation="relu"), (6, 9), dtype)
+    assert torch.equal(c, F.relu(0.5 * bias.double()).to(dtype).expand(6, 9))
+    c = poisoned(lambda: cute_gemm.bmm(randn(2, 6, 0), randn(2, 0, 9)), (2, 6, 9), dtype)
+    assert torch.equal(c, torch.zeros_like(c))
+
+
+@gpu
+@pytest.mark.parametrize("call, pattern", [
+    (lambda a, b: cute_gemm.addmm(randn(47), a, b), r"addmm: .*input"),
+    (lambda a, b: cute_gemm.addmm(randn(2, 64, 48), a, b), r"addmm: .*input"),
+    (lambda a, b: cute_gemm.addmm(randn(48), a, b, activation="tanh"),
+     r"^addmm: activation must be one of None, 'relu', 'gelu', 'gelu_tanh', 'silu', got 'tanh'$"),
+], ids=["bias_length", "input_3d", "activation"])
+def test_addmm_errors(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call(randn(64, 32), randn(32, 48))
+    torch.cuda.synchronize()
+
+
+# ================================================================================= GPU: bmm
+
+def bmm_case(name, dtype):
+    b_, m, n, k = 3, 127, 129, 574
+    if name == "batch1":
+        return randn(1, 129, 7, dtype=dtype), randn(1, 7, 574, dtype=dtype)
+    if name == "odd":
+        return randn(b_, m, k, dtype=dtype), randn(b_, k, n, dtype=dtype)
+    if name == "expanded_b":  # one weight for every batch: stride 0
+        return randn(b_, m, k, dtype=dtype), randn(k, n, dtype=dtype).expand(b_, k, n)
+    if name == "transposed":
+        return randn(b_, k, m, dtype=dtype).mT, randn(b_, n, k, dtype=dtype).mT
+    if name == "batch_inner":  # batch is not the outermost dimension of the storage
+        return randn(m, b_, k, dtype=dtype).permute(1, 0, 2), randn(k, b_, n, dtype=dtype).permute(1, 0, 2)
+    raise ValueError(name)
+
+
+@gpu
+@pytest.mark.parametrize("case", ["batch1", "odd", "expanded_b", "transposed", "batch_inner"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_bmm(dtype, case):
+    a, b = bmm_case(case, dtype)
+    shape = (a.shape[0], a.shape[1], b.shape[2])
+    ref = a.double() @ b.double()
+    theirs = torch.bmm(a, b)
+    c = poisoned(lambda: cute_gemm.bmm(a, b), shape, dtype)
+    assert c.is_contiguous()
+    check(c, ref, dtype, theirs)
+    out = nan_out(shape, dtype)
+    assert cute_gemm.bmm(a, b, out=out) is out
+    check(out, ref, dtype, theirs)
+    out = nan_out(shape, torch.float32)
+    assert cute_gemm.bmm(a, b, out=out, out_dtype=torch.float32) is out
+    check(out, ref, torch.float32)
+
+
+# ============================================================================== GPU: matmul
+
+@gpu
+@pytest.mark.parametrize("sa, sb", [
+    ((129, 574), (574, 127)), ((3, 127, 129), (129, 7)), ((2, 3, 127, 129), (3, 129, 57)),
+    ((574,), (574,)), ((129,), (129, 7)), ((127, 129), (129,)), ((129,), (2, 129, 7)), ((127, 129), (2, 129, 7)),
+    ((2, 1, 7, 129), (3, 129, 5)),
+], ids=str)
+def test_matmul_matches_torch(sa, sb):
+    a, b = randn(*sa), randn(*sb)
+    ref = torch.matmul(a.double(), b.double())
+    check(cute_gemm.matmul(a, b), ref, torch.bfloat16, torch.matmul(a, b))
+
+
+# ============================================================================ GPU: autograd
+
+@gpu
+@pytest.mark.parametrize("out_dtype", [None, torch.float32], ids=["same", "fp32"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_mm_grad(dtype, out_dtype):
+    grads_vs_reference(lambda a, b: cute_gemm.mm(a, b, out_dtype=out_dtype), torch.mm,
+                       [operand(129, 127, "n", dtype), operand(127, 57, "t", dtype)])
+
+
+@gpu
+@pytest.mark.parametrize("kind", ["bias", "full"])
+@pytest.mark.parametrize("activation", list(ACTS))
+def test_addmm_grad(activation, kind):
+    m, n, k = 129, 127, 131
+    beta, alpha = (1, 1) if kind == "bias" else (0.5, -1.5)
+    input = randn(*INPUT_SHAPES[kind](m, n))
+    grads_vs_reference(
+        lambda i, a, b: cute_gemm.addmm(i, a, b, beta=beta, alpha=alpha, activation=activation),
+        lambda i, a, b: addmm_ref(i, a, b, beta, alpha, activation),
+        [input, operand(m, k, "n"), operand(k, n, "t")])
+
+
+@gpu
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_addmm_grad_with_fp32_output(activation):
+    grads_vs_reference(
+        lambda i, a, b: cute_gemm.addmm(i, a, b, activation=activation, out_dtype=torch.float32),
+        lambda i, a, b: addmm_ref(i, a, b, 1, 1, activation),
+        [randn(64, dtype=torch.float16), operand(33, 72, "t", torch.float16), operand(72, 64, "n", torch.float16)])
+
+
+@gpu
+def test_bmm_and_matmul_grad():
+    grads_vs_reference(cute_gemm.bmm, torch.bmm, [randn(3, 33, 129), randn(3, 64, 129).mT])
+    # One weight broadcast over the batch: its gradient is the sum over the batch.
+    grads_vs_reference(lambda a, w: cute_gemm.bmm(a, w.expand(3, 129, 57)),
+                       lambda a, w: torch.bmm(a, w.expand(3, 129, 57)), [randn(3, 33, 129), randn(129, 57)])
+    grads_vs_reference(cute_gemm.matmul, torch.matmul, [randn(2, 1, 33, 129), randn(3, 129, 57)])
+
+
+@gpu
+def test_grad_of_only_one_input():
+    a, b = randn(65, 33), randn(33, 47).requires_grad_()
+    (ga,) = torch.autograd.grad(cute_gemm.mm(a, b).sum(), [b])
+    check(ga, a.double().t() @ torch.ones(65, 47, dtype=torch.float64, device="cuda"), torch.bfloat16)
+
+
+# ================================================================================ GPU: opcheck
+
+def opcheck_cases():
+    def r(*shape, grad=False):
+        return randn(*shape, dtype=torch.float16).requires_grad_(grad)
+    return {
+        "mm": (ops.mm.default, (r(33, 72, grad=True), r(72, 40, grad=True)), {}),
+        "mm_fp32": (ops.mm.default, (r(33, 72, grad=True), r(72, 40, grad=True)), {"out_dtype": torch.float32}),
+        "mm.out": (ops.mm.out, (r(33, 72), r(40, 72).t()), {"out": r(40, 33).t()}),
+        "addmm": (ops.addmm.default, (r(40, grad=True), r(33, 72, grad=True), r(72, 40, grad=True)),
+                  {"beta": 0.5, "alpha": 2.0, "activation": "gelu"}),
+        "addmm_relu": (ops.addmm.default, (r(33, 40, grad=True), r(33, 72, grad=True), r(72, 40, grad=True)),
+                       {"activation": "relu"}),
+        "addmm.out": (ops.addmm.out, (r(40), r(33, 72), r(72, 40)),
+                      {"activation": "silu", "out_dtype": torch.float32, "out": torch.empty(33, 40, device="cuda")}),
+        "bmm": (ops.bmm.default, (r(3, 33, 72, grad=True), r(3, 72, 40, grad=True)), {}),
+        "bmm.out": (ops.bmm.out, (r(3, 33, 72), r(3, 72, 40)), {"out": r(3, 33, 40)}),
+    }
+
+
+@gpu
+@pytest.mark.parametrize("name", ["mm", "mm_fp32", "mm.out", "addmm", "addmm_relu", "addmm.out", "bmm", "bmm.out"])
+def test_opcheck(name):
+    op, args, kwargs = opcheck_cases()[name]
+    torch.library.opcheck(op, args, kwargs)
+
+
+# ================================================================== GPU: compile, streams, graphs
+
+@gpu
+def test_compiled_mlp_matches_eager():
+    dtype = torch.bfloat16
+    mlp = torch.nn.Sequential(cute_gemm.nn.Linear(64, 192, activation="gelu", device="cuda", dtype=dtype),
+                              cute_gemm.nn.Linear(192, 64, device="cuda", dtype=dtype))
+    compiled = torch.compile(mlp, fullgraph=True)
+    x = randn(4, 33, 64)
+    results = []
+    for model in (mlp, compiled):
+        xi = x.clone().requires_grad_()
+        y = model(xi)
+        grads = torch.autograd.grad(y.float().square().mean(), [xi, *mlp.parameters()])
+        results.append((y, grads))
+    (y, grads), (y_c, grads_c) = results
+    assert rel_err(y_c, y.double()) <= REL_BOUND[dtype]
+    for g, g_c in zip(grads, grads_c):
+        assert g_c.shape == g.shape and rel_err(g_c, g.double()) <= REL_BOUND[dtype]
+
+
+@gpu
+def test_ops_run_on_the_current_stream():
+    """The inputs are written on a side stream after a long sleep; an op launched anywhere but
+    that stream would read the old values."""
+    dtype = torch.bfloat16
+    a, b, bias = randn(257, 129), randn(129, 127), randn(127)
+    a3, b3 = randn(3, 65, 129), randn(3, 129, 63)
+    new_a, new_a3 = randn(257, 129), randn(3, 65, 129)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = nan_out((257, 127), dtype)
+        torch.cuda._sleep(50_000_000)  # tens of milliseconds of GPU time
+        a.copy_(new_a)
+        a3.copy_(new_a3)
+        c_mm = cute_gemm.mm(a, b)
+        c_addmm = cute_gemm.addmm(bias, a, b, activation="silu")
+        cute_gemm.mm(a, b, out=out)
+        c_bmm = cute_gemm.bmm(a3, b3)
+    side.synchronize()
+    ref = new_a.double() @ b.double()
+    check(c_mm, ref, dtype)
+    check(out, ref, dtype)
+    check(c_addmm, F.silu(ref + bias.double()), dtype)
+    check(c_bmm, new_a3.double() @ b3.double(), dtype)
+
+
+@gpu
+def test_cuda_graph_capture_and_replay():
+    dtype = torch.bfloat16
+    a, b, bias = randn(129, 574), randn(127, 574).t(), randn(127)
+    out = nan_out((129, 127), dtype)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph
+        cute_gemm.mm(a, b)
+        cute_gemm.addmm(bias, a, b, activation="gelu")
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        c_mm = cute_gemm.mm(a, b)
+        c_addmm = cute_gemm.addmm(bias, a, b, activation="gelu")
+        cute_gemm.addmm(bias, a, b, beta=0.5, out=out)
+    for _ in range(2):
+        a.copy_(torch.randn_like(a))
+        b.copy_(torch.randn_like(b))
+        bias.copy_(torch.randn_like(bias))
+        for c in (c_mm, c_addmm, out):
+            c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        check(c_mm, ref, dtype)
+        check(c_addmm, F.gelu(ref + bias.double()), dtype)
+        check(out, ref + 0.5 * bias.double(), dtype)
+
+
+# ============================================================================ GPU: float32
+
+@pytest.fixture(params=[False, True], ids=["ieee", "tf32"])
+def allow_tf32(request):
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = request.param
+    yield request.param
+    torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@gpu
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+def test_float32_inputs(op, allow_tf32):
+    """Without TF32 the result has float32 precision (torch's own GEMM); with it, TF32's."""
+    dtype = torch.float32
+    bound = TF32_BOUND if allow_tf32 else 1e-5
+    kwargs = {}
+    if op == "mm":
+        args = operand(129, 574, "n", dtype), operand(574, 127, "t", dtype)
+        ref = args[0].double() @ args[1].double()
+    elif op == "addmm":
+        args = randn(127, dtype=dtype), operand(129, 574, "n", dtype), operand(574, 127, "t", dtype)
+        kwargs = {"activation": "gelu"}
+        ref = addmm_ref(*args, 1, 1, "gelu")
+    else:
+        args = randn(3, 65, 129, dtype=dtype), randn(3, 129, 63, dtype=dtype)
+        ref = args[0].double() @ args[1].double()
+    fn = getattr(cute_gemm, op)
+    check(fn(*args, **kwargs), ref, dtype, bound=bound)
+    out = nan_out(tuple(ref.shape), dtype)
+    assert fn(*args, **kwargs, out=out) is out
+    check(out, ref, dtype, bound=bound)
+    with pytest.raises(TypeError, match=rf"{op}: .*out_dtype"):
+        fn(*args, **kwargs, out_dtype=torch.bfloat16)
+
+
+# ============================================================================ GPU: nn.Linear
+
+@gpu
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
+def test_linear_matches_torch(activation, bias):
+    dtype = torch.bfloat16
+    theirs = torch.nn.Linear(129, 72, bias=bias, device="cuda", dtype=dtype)
+    ours = cute_gemm.nn.Linear(129, 72, bias=bias, device="cuda", dtype=dtype, activation=activation)
+    ours.load_state_dict(theirs.state_dict())
+    for x in (randn(2, 33, 129), randn(5, 129), randn(129)):
+        ref = ACTS[activation](F.linear(x.double(), theirs.weight.double(),
+                                        theirs.bias.double() if bias else None))
+        check(ours(x), ref, dtype, ACTS[activation](theirs(x)))
+
+
+@gpu
+def test_linear_grad():
+    lin = cute_gemm.nn.Linear(129, 72, device="cuda", dtype=torch.bfloat16, activation="gelu_tanh")
+
+    def ref(x, w, b):
+        return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+    def ours(x, w, b):
+        return torch.func.functional_call(lin, {"weight": w, "bias": b}, (x,))
+
+    grads_vs_reference(ours, ref, [randn(2, 33, 129), lin.weight, lin.bias])
