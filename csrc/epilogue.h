@@ -35,26 +35,17 @@ CUTE_DEVICE float load_x(const GemmParams& p, int row, int col) {
 
 template <Activation A, bool kBias, class T, class Acc, class Coord>
 CUTE_DEVICE void apply_epilogue_loop(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  // X is read in batches of kBatch values, all loads issued before the first is used: one at a
-  // time, each paid its full L2 latency (measured: bias + gelu made a 128x256 tile's epilogue
-  // ~16 us instead of ~1).
-  constexpr int kSize = decltype(cute::size(acc))::value;
-  constexpr int kBatch = kSize % 32 == 0 ? 32 : (kSize % 16 == 0 ? 16 : 1);
+  // One element at a time: batching X's loads into registers first made ptxas spill in the
+  // consumers, whose 168 registers hold 128 accumulators (device run 5 measured no gain from it).
   const bool has_x = p.x != nullptr;
   CUTE_UNROLL
-  for (int i0 = 0; i0 < kSize; i0 += kBatch) {
-    float xv[kBatch];
-    CUTE_UNROLL
-    for (int j = 0; j < kBatch; ++j) {
-      const int row = row0 + cute::get<0>(coord(i0 + j)), col = col0 + cute::get<1>(coord(i0 + j));
-      // A bias (X's row stride 0): the address is the column's alone, so the compiler loads each
-      // of a thread's columns once instead of once per row it holds.
-      xv[j] = has_x && row < p.m && col < p.n ? load_x<T>(p, kBias ? 0 : row, col) : 0.f;
-    }
-    CUTE_UNROLL
-    for (int j = 0; j < kBatch; ++j) {
-      acc(i0 + j) = activate<A>(p.alpha * acc(i0 + j) + p.beta * xv[j]);
-    }
+  for (int i = 0; i < cute::size(acc); ++i) {
+    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
+    float v = p.alpha * acc(i);
+    // A bias (X's row stride 0): the address is the column's alone, so the compiler loads each
+    // of a thread's columns once instead of once per row it holds.
+    if (has_x && row < p.m && col < p.n) v += p.beta * load_x<T>(p, kBias ? 0 : row, col);
+    acc(i) = activate<A>(v);
   }
 }
 

@@ -159,7 +159,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
   // before the ring's memory is reused for C.
   cp_async_wait<0>();
   if (p.c_f32) {
-    store_direct(tCrC, tCcC, 0, 0, static_cast<float*>(p.c) + batch * p.batch_c, p);
+    // This batch's fp32 C, from gC's offset rather than the batch index: keeping that alive
+    // through the main loop cost a register spill in the 128x256 kernels.
+    const int64_t batch_offset =
+        (raw_pointer_cast(gC.data()) - static_cast<T*>(p.c)) - (int64_t(tile.m) * kBM * p.ldc + int64_t(tile.n) * kBN);
+    store_direct(tCrC, tCcC, 0, 0, static_cast<float*>(p.c) + batch_offset, p);
     return;
   }
   __syncthreads();
