@@ -27,6 +27,10 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// The kernels count M, N and K in 32-bit ints and round them up to whole tiles (of at most 256),
+// so a dimension stops 256 short of 2^31.
+constexpr int64_t kMaxDim = std::numeric_limits<int>::max() - 255;
+
 // Numbers in messages are formatted with std::to_string, never through std::ostream: an
 // extension built by a toolchain that links its own libstdc++ copy (seen on the lent H100's
 // /opt/gcc) crashes formatting integers with the other copy's locale facets.
@@ -183,8 +187,8 @@ void check_operand(const char* op, const at::Tensor& x, const char* name, int di
   TORCH_CHECK_TYPE(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat,
                    op, ": ", name, " must be float16, bfloat16 or float32, got ", x.scalar_type());
   for (int d = 0; d < dims; ++d) {
-    TORCH_CHECK_VALUE(x.size(d) <= std::numeric_limits<int>::max(), op, ": ", name, " dimension ", num(d),
-                      " must be below 2^31, got ", num(x.size(d)));
+    TORCH_CHECK_VALUE(x.size(d) <= kMaxDim, op, ": ", name, " dimension ", num(d), " must be at most ",
+                      num(kMaxDim), " (2^31 - 256), got ", num(x.size(d)));
   }
 }
 
@@ -205,8 +209,13 @@ at::ScalarType check_pair(const char* op, const at::Tensor& a, const at::Tensor&
   }
   const at::ScalarType in = a.scalar_type();
   if (!out_dtype.has_value()) return in;
-  TORCH_CHECK_TYPE(*out_dtype == in || *out_dtype == at::kFloat, op, ": out_dtype must be None, ", in,
-                   " (the inputs' dtype) or Float (float32), got ", *out_dtype);
+  if (in == at::kFloat) {
+    TORCH_CHECK_TYPE(*out_dtype == at::kFloat, op, ": out_dtype must be None or Float (float32) for float32 "
+                     "inputs, got ", *out_dtype);
+  } else {
+    TORCH_CHECK_TYPE(*out_dtype == in || *out_dtype == at::kFloat, op, ": out_dtype must be None, ", in,
+                     " (the inputs' dtype) or Float (float32), got ", *out_dtype);
+  }
   return *out_dtype;
 }
 
@@ -295,29 +304,30 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const c10::cuda::CUDAGuard guard(a3.device());
   // float32 inputs run the TF32 kernels where torch allows TF32 for matmuls
   // (torch.backends.cuda.matmul.allow_tf32), else torch's own fp32 matmul; K = 0: an empty sum.
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  TORCH_CHECK(prop->major >= 8, "cute_gemm needs a GPU of compute capability 8.0 or newer; ", a3.device(), " is ",
+              num(prop->major), ".", num(prop->minor));
+  const bool sm90 = use_sm90(*prop);
   const bool fp32 = a3.scalar_type() == at::kFloat;
-  const bool tf32 = fp32 && at::globalContext().allowTF32CuBLAS();
+  // The SM80 TF32 tile takes 128 KB of shared memory: more than sm_86/sm_89 give a block.
+  const bool tf32_fits = sm90 || sm80::smem_bytes(sm80::kConfigs[sm80::kTf32Config], 4) <=
+                                     int64_t(prop->sharedMemPerBlockOptin);
+  const bool tf32 = fp32 && at::globalContext().allowTF32CuBLAS() && tf32_fits;
   if (K == 0 || (fp32 && !tf32)) {
     out3.copy_(torch_math(a3, b3, ep));
     return;
   }
 
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  TORCH_CHECK(prop->major >= 8, "cute_gemm needs a GPU of compute capability 8.0 or newer; ", a3.device(), " is ",
-              num(prop->major), ".", num(prop->minor));
-  const bool sm90 = use_sm90(*prop);
-
   // One weight for every batch (b's batch stride 0) and batches of A stacked row after row (and
   // C likewise): one (L*M, K) @ (K, N) problem, which also spares TMA a zero stride.
   at::Tensor a = a3, b = b3, c = out3;
-  if (L > 1 && b3.stride(0) == 0 && a3.stride(0) == M * a3.stride(1) && out3.stride(0) == M * out3.stride(1)) {
+  if (L > 1 && L * M <= kMaxDim && b3.stride(0) == 0 && a3.stride(0) == M * a3.stride(1) &&
+      out3.stride(0) == M * out3.stride(1)) {
     a = a3.as_strided({1, L * M, K}, {0, a3.stride(1), a3.stride(2)});
     b = b3.as_strided({1, K, N}, {0, b3.stride(1), b3.stride(2)});
     c = out3.as_strided({1, L * M, N}, {0, out3.stride(1), out3.stride(2)});
   }
   const int64_t batch = a.size(0), rows = a.size(1);
-  TORCH_CHECK_VALUE(rows <= std::numeric_limits<int>::max(), "cute_gemm: batch x M must be below 2^31 when the "
-                    "batches of a and out are stacked rows, got ", num(rows));
 
   const bool c_f32 = out3.scalar_type() == at::kFloat;
   at::Tensor target = c_in_place(c) ? c : at::empty(c.sizes(), c.options());
