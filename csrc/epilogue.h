@@ -33,43 +33,38 @@ CUTE_DEVICE float load_x(const GemmParams& p, int row, int col) {
   return p.x_f32 ? static_cast<const float*>(p.x)[i] : float(static_cast<const T*>(p.x)[i]);
 }
 
-template <Activation A, bool kBias, class T, class Acc, class Coord>
-CUTE_DEVICE void apply_epilogue_loop(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  // One element at a time: batching X's loads into registers first made ptxas spill in the
-  // consumers, whose 168 registers hold 128 accumulators (device run 5 measured no gain from it).
-  const bool has_x = p.x != nullptr;
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(acc); ++i) {
-    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
-    float v = p.alpha * acc(i);
-    // A bias (X's row stride 0): the address is the column's alone, so the compiler loads each
-    // of a thread's columns once instead of once per row it holds.
-    if (has_x && row < p.m && col < p.n) v += p.beta * load_x<T>(p, kBias ? 0 : row, col);
-    acc(i) = activate<A>(v);
-  }
-}
-
-template <Activation A, class T, class Acc, class Coord>
-CUTE_DEVICE void apply_epilogue_as(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  if (p.x_ldm == 0) {
-    apply_epilogue_loop<A, true, T>(acc, coord, row0, col0, p);
-  } else {
-    apply_epilogue_loop<A, false, T>(acc, coord, row0, col0, p);
-  }
+template <Activation A, class T>
+CUTE_DEVICE float epilogue_value(float acc, int row, int col, const GemmParams& p) {
+  float v = p.alpha * acc;
+  if (p.x != nullptr && row < p.m && col < p.n) v += p.beta * load_x<T>(p, row, col);
+  return activate<A>(v);
 }
 
 // acc: a thread's fp32 accumulators; coord(i): the (row, col) of acc(i) within the tile whose
 // first element is (row0, col0). T: the operands' element type (X's type unless x_f32).
+// The values go through a local array and one rolled loop: unrolled over 128 accumulators and
+// five activations, this code tripled every kernel's compile time (ptxas; 60 s -> 170 s for an
+// sm80 kernel), which the CI's 2 cores cannot afford, and gained nothing measurable: the
+// epilogue runs while the tensor cores wait either way (docs/tuning.md, fused epilogue).
 template <class T, class Acc, class Coord>
 CUTE_DEVICE void apply_epilogue(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  // One switch outside the loop: each activation gets its own unrolled loop.
-  switch (p.act) {
-    case Activation::kRelu: apply_epilogue_as<Activation::kRelu, T>(acc, coord, row0, col0, p); break;
-    case Activation::kGelu: apply_epilogue_as<Activation::kGelu, T>(acc, coord, row0, col0, p); break;
-    case Activation::kGeluTanh: apply_epilogue_as<Activation::kGeluTanh, T>(acc, coord, row0, col0, p); break;
-    case Activation::kSilu: apply_epilogue_as<Activation::kSilu, T>(acc, coord, row0, col0, p); break;
-    default: apply_epilogue_as<Activation::kNone, T>(acc, coord, row0, col0, p); break;
+  constexpr int kSize = decltype(cute::size(acc))::value;
+  float v[kSize];
+  CUTE_UNROLL
+  for (int i = 0; i < kSize; ++i) v[i] = acc(i);
+#pragma unroll 1
+  for (int i = 0; i < kSize; ++i) {
+    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
+    switch (p.act) {
+      case Activation::kRelu: v[i] = epilogue_value<Activation::kRelu, T>(v[i], row, col, p); break;
+      case Activation::kGelu: v[i] = epilogue_value<Activation::kGelu, T>(v[i], row, col, p); break;
+      case Activation::kGeluTanh: v[i] = epilogue_value<Activation::kGeluTanh, T>(v[i], row, col, p); break;
+      case Activation::kSilu: v[i] = epilogue_value<Activation::kSilu, T>(v[i], row, col, p); break;
+      default: v[i] = epilogue_value<Activation::kNone, T>(v[i], row, col, p); break;
+    }
   }
+  CUTE_UNROLL
+  for (int i = 0; i < kSize; ++i) acc(i) = v[i];
 }
 
 // Bounded element stores of a thread's values straight from registers to C(M, N) of element
