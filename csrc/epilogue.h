@@ -33,45 +33,38 @@ CUTE_DEVICE float load_x(const GemmParams& p, int row, int col) {
   return p.x_f32 ? static_cast<const float*>(p.x)[i] : float(static_cast<const T*>(p.x)[i]);
 }
 
-// act(v) for a runtime activation, as v * g(v) with one formula per family so that one unrolled
-// loop serves all of them: silu's g is sigmoid(v) and gelu_tanh's is sigmoid(2y), since
-// 0.5 (1 + tanh(y)) = sigmoid(2y); gelu's is Phi(v) = 0.5 (1 + erf(v / sqrt 2)). The branches
-// are uniform (one activation per launch). c1, c3: sigmoid's argument c1 v + c3 v^3.
-CUTE_DEVICE float activate_any(float v, Activation act, float c1, float c3) {
-  if (act == Activation::kRelu) return activate<Activation::kRelu>(v);
-  if (act == Activation::kGelu) return activate<Activation::kGelu>(v);
-  const float t = fmaf(c3 * v, v * v, c1 * v);
-  return v * __fdividef(1.f, 1.f + __expf(-t));  // __fdividef: 0 once e^-t passes 2^126, the limit
-}
-
-template <bool kAct, class T, class Acc, class Coord>
-CUTE_DEVICE void apply_epilogue_loop(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  const bool has_x = p.x != nullptr;
-  const bool silu = p.act == Activation::kSilu;
-  const float c1 = silu ? 1.f : 1.5957691216057308f;       // 2 sqrt(2 / pi)
-  const float c3 = silu ? 0.f : 0.071354816272600f;     // 2 sqrt(2 / pi) 0.044715
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(acc); ++i) {
-    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
-    float v = p.alpha * acc(i);
-    if (has_x && row < p.m && col < p.n) v += p.beta * load_x<T>(p, row, col);
-    if constexpr (kAct) v = activate_any(v, p.act, c1, c3);
-    acc(i) = v;
-  }
+template <Activation A, class T>
+CUTE_DEVICE float epilogue_value(float acc, int row, int col, const GemmParams& p) {
+  float v = p.alpha * acc;
+  if (p.x != nullptr && row < p.m && col < p.n) v += p.beta * load_x<T>(p, row, col);
+  return activate<A>(v);
 }
 
 // acc: a thread's fp32 accumulators; coord(i): the (row, col) of acc(i) within the tile whose
 // first element is (row0, col0). T: the operands' element type (X's type unless x_f32).
-// Two unrolled variants, not one per activation: ten 128-value variants tripled every kernel's
-// compile time (ptxas; an sm80 kernel 60 s -> 170 s), more than the CI's 2 cores can build in
-// time; a rolled loop over a local copy built fast but ran 1.5x slower (local memory).
+// The values go through a local array and one rolled loop: unrolled over 128 accumulators and
+// five activations, this code tripled every kernel's compile time (ptxas; 60 s -> 170 s for an
+// sm80 kernel), which the CI's 2 cores cannot afford, and gained nothing measurable: the
+// epilogue runs while the tensor cores wait either way (docs/tuning.md, fused epilogue).
 template <class T, class Acc, class Coord>
 CUTE_DEVICE void apply_epilogue(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  if (p.act == Activation::kNone) {
-    apply_epilogue_loop<false, T>(acc, coord, row0, col0, p);
-  } else {
-    apply_epilogue_loop<true, T>(acc, coord, row0, col0, p);
+  constexpr int kSize = decltype(cute::size(acc))::value;
+  float v[kSize];
+  CUTE_UNROLL
+  for (int i = 0; i < kSize; ++i) v[i] = acc(i);
+#pragma unroll 1
+  for (int i = 0; i < kSize; ++i) {
+    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
+    switch (p.act) {
+      case Activation::kRelu: v[i] = epilogue_value<Activation::kRelu, T>(v[i], row, col, p); break;
+      case Activation::kGelu: v[i] = epilogue_value<Activation::kGelu, T>(v[i], row, col, p); break;
+      case Activation::kGeluTanh: v[i] = epilogue_value<Activation::kGeluTanh, T>(v[i], row, col, p); break;
+      case Activation::kSilu: v[i] = epilogue_value<Activation::kSilu, T>(v[i], row, col, p); break;
+      default: v[i] = epilogue_value<Activation::kNone, T>(v[i], row, col, p); break;
+    }
   }
+  CUTE_UNROLL
+  for (int i = 0; i < kSize; ++i) acc(i) = v[i];
 }
 
 // Bounded element stores of a thread's values straight from registers to C(M, N) of element
