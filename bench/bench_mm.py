@@ -68,7 +68,6 @@ PEAK_TFLOPS = (
     ("L40S", 362.1),
     ("RTX 4090", 165.2),
 )
-NO_GPU = "bench_mm: no CUDA GPU is visible, so there is nothing to benchmark."
 
 
 # ---------------------------------------------------------------------------------- arguments
@@ -529,6 +528,22 @@ def plot_title(env: dict) -> str:
 
 # -------------------------------------------------------------------------------------- main
 
+def load_torch_and_cute_gemm(prog: str):
+    """(torch, cute_gemm), or the exit status after saying why not: 2 without a GPU, 1 when
+    cute_gemm does not import. Shared by the benchmarks."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"{prog}: no CUDA GPU is visible, so there is nothing to benchmark.", file=sys.stderr)
+        return 2
+    try:
+        import cute_gemm
+    except ImportError as e:
+        print(f"{prog}: cannot import cute_gemm: {e}", file=sys.stderr)
+        return 1
+    return torch, cute_gemm
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -549,16 +564,10 @@ def main(argv=None) -> int:
         print(f"bench_mm: cannot read a results file: {e}", file=sys.stderr)
         return 1
 
-    import torch
-
-    if not torch.cuda.is_available():
-        print(NO_GPU, file=sys.stderr)
-        return 2
-    try:
-        import cute_gemm
-    except ImportError as e:
-        print(f"bench_mm: cannot import cute_gemm: {e}", file=sys.stderr)
-        return 1
+    loaded = load_torch_and_cute_gemm("bench_mm")
+    if isinstance(loaded, int):
+        return loaded
+    torch, cute_gemm = loaded
     triton_mm = None
     if not args.no_triton:
         try:

@@ -50,7 +50,6 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 SECTIONS = ("fused", "mlp")
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 TARGET = 1.1  # the fused epilogue should save at least this much over the unfused pair
-NO_GPU = "bench_ops: no CUDA GPU is visible, so there is nothing to benchmark."
 
 
 # ---------------------------------------------------------------------------------- arguments
@@ -274,16 +273,10 @@ def environment(torch, cute_gemm, argv) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    import torch
-
-    if not torch.cuda.is_available():
-        print(NO_GPU, file=sys.stderr)
-        return 2
-    try:
-        import cute_gemm
-    except ImportError as e:
-        print(f"bench_ops: cannot import cute_gemm: {e}", file=sys.stderr)
-        return 1
+    loaded = bench_mm.load_torch_and_cute_gemm("bench_ops")
+    if isinstance(loaded, int):
+        return loaded
+    torch, cute_gemm = loaded
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 references are float32
 
     env = environment(torch, cute_gemm, argv)

@@ -10,20 +10,15 @@ import sys
 import types
 from pathlib import Path
 
+import bench_scripts
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_mm.py"
-_spec = importlib.util.spec_from_file_location("bench_mm", BENCH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+BENCH, bench = bench_scripts.load("bench_mm")
 
 
 def usage_error(capsys, argv) -> str:
-    with pytest.raises(SystemExit) as exit_:
-        bench.parse_args(argv)
-    assert exit_.value.code == 2
-    return capsys.readouterr().err
+    return bench_scripts.usage_error(bench, capsys, argv)
 
 
 # ---------------------------------------------------------------------------------- arguments

@@ -1,24 +1,18 @@
 """bench/bench_ops.py on CPU: arguments, tables and the no-GPU message. The timing is not a test."""
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import bench_scripts
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_ops.py"
-_spec = importlib.util.spec_from_file_location("bench_ops", BENCH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+BENCH, bench = bench_scripts.load("bench_ops")
 
 
 def usage_error(capsys, argv) -> str:
-    with pytest.raises(SystemExit) as exit_:
-        bench.parse_args(argv)
-    assert exit_.value.code == 2
-    return capsys.readouterr().err
+    return bench_scripts.usage_error(bench, capsys, argv)
 
 
 def test_defaults():
