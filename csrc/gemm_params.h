@@ -37,8 +37,8 @@ struct GemmParams {
   bool c_vector_ok = false;  // ldc, batch_c and c's base allow 16-byte stores
 
   // Epilogue: C(m, n) = act(alpha * acc(m, n) + beta * X(m, n)), X(m, n) = x[m * x_ldm + n * x_ldn]
-  // (a bias is x_ldm = 0, x_ldn = 1). x == nullptr: no X term. Plain (the common case): alpha 1,
-  // no X, no activation, C in the operands' type; the kernels then skip the epilogue math.
+  // (a bias is x_ldm = 0, x_ldn = 1). x == nullptr: no X term. Without X, alpha or activation
+  // (the common case) the kernels skip the epilogue math.
   const void* x = nullptr;
   int64_t x_ldm = 0, x_ldn = 0;
   float alpha = 1.f, beta = 0.f;
@@ -46,7 +46,8 @@ struct GemmParams {
   bool x_f32 = false;  // X holds fp32 values (else the operands' type)
   bool c_f32 = false;  // C is fp32 (else the operands' type)
 
-  CUTE_GEMM_HOST_DEVICE bool plain_epilogue() const { return x == nullptr && alpha == 1.f && act == Activation::kNone && !c_f32; }
+  // Whether the epilogue changes the accumulators' values (fp32 C alone stores them as they are).
+  CUTE_GEMM_HOST_DEVICE bool epilogue_math() const { return x != nullptr || alpha != 1.f || act != Activation::kNone; }
 };
 
 }  // namespace cute_gemm

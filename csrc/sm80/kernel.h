@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
   // Epilogue. Bias/C term, scaling and activation on the fp32 accumulators (addmm); then fp32
   // C goes straight from registers, 16-bit C through shared memory in 16-byte row vectors.
   Tensor tCcC = thr_mma.partition_C(gcC);  // (MMA,MMA_M,MMA_N) (m, n) of each accumulator
-  if (!p.plain_epilogue()) apply_epilogue<T>(tCrC, tCcC, 0, 0, p);
+  if (p.epilogue_math()) apply_epilogue<T>(tCrC, tCcC, 0, 0, p);
   // Drain the (empty) trailing cp.async groups and let every warp finish its last ldmatrix
   // before the ring's memory is reused for C.
   cp_async_wait<0>();
