@@ -26,42 +26,55 @@ CUTE_DEVICE float activate(float v) {
   }
 }
 
-// X(row, col) in fp32; the caller keeps (row, col) inside (M, N).
-template <class T>
-CUTE_DEVICE float load_x(const GemmParams& p, int row, int col) {
-  const int64_t i = int64_t(row) * p.x_ldm + int64_t(col) * p.x_ldn;
-  return p.x_f32 ? static_cast<const float*>(p.x)[i] : float(static_cast<const T*>(p.x)[i]);
+// v[i] = alpha * v[i] + beta * X(coord(i)), X of element type XT. Unrolled by 16, so that 16
+// independent X loads are in flight at a time (one at a time, the loop waited on each load's
+// latency in turn: ~0.7 ms at 4096x14336x4096, docs/tuning.md).
+template <class XT, int kSize, class Coord>
+CUTE_DEVICE void add_x(float (&v)[kSize], Coord const& coord, int row0, int col0, const GemmParams& p) {
+  const XT* x = static_cast<const XT*>(p.x);
+#pragma unroll 16
+  for (int i = 0; i < kSize; ++i) {
+    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
+    const float xv = row < p.m && col < p.n ? float(x[int64_t(row) * p.x_ldm + int64_t(col) * p.x_ldn]) : 0.f;
+    v[i] = p.alpha * v[i] + p.beta * xv;
+  }
 }
 
-template <Activation A, class T>
-CUTE_DEVICE float epilogue_value(float acc, int row, int col, const GemmParams& p) {
-  float v = p.alpha * acc;
-  if (p.x != nullptr && row < p.m && col < p.n) v += p.beta * load_x<T>(p, row, col);
-  return activate<A>(v);
+// v[i] = act(v[i]), unrolled by 8: eight independent erff/tanhf/exp chains at a time hide each
+// other's latency, while the code stays 8 copies of the activation, not 128 (fully unrolled, the
+// 128 copies of each activation tripled ptxas time, sm80 kernel 60 s -> 170 s, past what the CI's
+// 2 cores can build in its 90 minutes).
+template <Activation A, int kSize>
+CUTE_DEVICE void activate_all(float (&v)[kSize]) {
+#pragma unroll 8
+  for (int i = 0; i < kSize; ++i) v[i] = activate<A>(v[i]);
 }
 
 // acc: a thread's fp32 accumulators; coord(i): the (row, col) of acc(i) within the tile whose
-// first element is (row0, col0). T: the operands' element type (X's type unless x_f32).
-// The values go through a local array and one rolled loop: unrolled over 128 accumulators and
-// five activations, this code tripled every kernel's compile time (ptxas; 60 s -> 170 s for an
-// sm80 kernel), which the CI's 2 cores cannot afford, and gained nothing measurable: the
-// epilogue runs while the tensor cores wait either way (docs/tuning.md, fused epilogue).
+// first element is (row0, col0). T: the operands' element type (X's type unless x_f32). The
+// values go through a local array, so the loops above can index them at run time.
 template <class T, class Acc, class Coord>
 CUTE_DEVICE void apply_epilogue(Acc& acc, Coord const& coord, int row0, int col0, const GemmParams& p) {
   constexpr int kSize = decltype(cute::size(acc))::value;
   float v[kSize];
   CUTE_UNROLL
   for (int i = 0; i < kSize; ++i) v[i] = acc(i);
-#pragma unroll 1
-  for (int i = 0; i < kSize; ++i) {
-    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
-    switch (p.act) {
-      case Activation::kRelu: v[i] = epilogue_value<Activation::kRelu, T>(v[i], row, col, p); break;
-      case Activation::kGelu: v[i] = epilogue_value<Activation::kGelu, T>(v[i], row, col, p); break;
-      case Activation::kGeluTanh: v[i] = epilogue_value<Activation::kGeluTanh, T>(v[i], row, col, p); break;
-      case Activation::kSilu: v[i] = epilogue_value<Activation::kSilu, T>(v[i], row, col, p); break;
-      default: v[i] = epilogue_value<Activation::kNone, T>(v[i], row, col, p); break;
+  if (p.x != nullptr) {
+    if (p.x_f32) {
+      add_x<float>(v, coord, row0, col0, p);
+    } else {
+      add_x<T>(v, coord, row0, col0, p);
     }
+  } else if (p.alpha != 1.f) {
+#pragma unroll 8
+    for (int i = 0; i < kSize; ++i) v[i] *= p.alpha;
+  }
+  switch (p.act) {
+    case Activation::kRelu: activate_all<Activation::kRelu>(v); break;
+    case Activation::kGelu: activate_all<Activation::kGelu>(v); break;
+    case Activation::kGeluTanh: activate_all<Activation::kGeluTanh>(v); break;
+    case Activation::kSilu: activate_all<Activation::kSilu>(v); break;
+    default: break;
   }
   CUTE_UNROLL
   for (int i = 0; i < kSize; ++i) acc(i) = v[i];

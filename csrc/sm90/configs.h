@@ -11,18 +11,14 @@ struct TileConfig {
   int stages;     // shared-memory ring depth
   int consumers;  // math warpgroups; each owns bm / consumers rows of the tile
   int cluster_m;  // blocks per cluster along M; they share (multicast) each B tile
-  bool pingpong;  // false: the consumers split each tile (cooperative); true: each owns whole
-                  // tiles, in turn, so one's epilogue runs under the other's main loop
   const char* name;
 };
 
 // One row per line, "/* index */ {...}": csrc/instantiations/generate.py and the tests parse it.
 inline constexpr TileConfig kConfigs[] = {
-    /* 0 */ {128, 256, 64, 4, 2, 1, false, "128x256x64_s4_c2"},     // cooperative: 2 x (64x256) per tile
-    /* 1 */ {128, 128, 64, 6, 2, 1, false, "128x128x64_s6_c2"},     // 2 x (64x128): deeper ring, twice the tiles
-    /* 2 */ {128, 256, 64, 4, 2, 2, false, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
-    /* 3 */ {128, 128, 64, 5, 2, 1, true, "128x128x64_s5_pp"},      // ping-pong: 128x128 per warpgroup, in turn
-    /* 4 */ {128, 128, 64, 5, 2, 2, true, "128x128x64_s5_pp_m2"},   // row 3 + 2x1 cluster
+    /* 0 */ {128, 256, 64, 4, 2, 1, "128x256x64_s4_c2"},     // cooperative: 2 x (64x256) per tile
+    /* 1 */ {128, 128, 64, 6, 2, 1, "128x128x64_s6_c2"},     // 2 x (64x128): deeper ring, twice the tiles
+    /* 2 */ {128, 256, 64, 4, 2, 2, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 

@@ -2,12 +2,9 @@
 // Warpgroup 0 (one elected thread) is the producer: TMA loads of A/B tiles into a kStages
 // shared-memory ring, each slot guarded by a "full" mbarrier (transaction bytes) and an "empty"
 // mbarrier (consumer arrivals). Warpgroups 1..kConsumers are consumers: WGMMA from shared memory
-// with fp32 accumulators. Cooperative configs split each tile between the two consumers, which
-// interleave on the tensor cores while each waits for its own batch. Ping-pong configs give
-// each consumer whole tiles in turn: the main loops alternate (named barriers hand the tensor
-// cores over), so one consumer's epilogue runs while the other's main loop keeps the tensor
-// cores busy. The grid is persistent (one block per SM) and walks tiles in the grouped order of
-// tile_scheduler.h; the producer runs ahead into the next tile while consumers store C.
+// with fp32 accumulators; the two consumers interleave on the tensor cores while each waits
+// for its own batch. The grid is persistent (one block per SM) and walks tiles in the grouped
+// order of tile_scheduler.h; the producer runs ahead into the next tile while consumers store C.
 // Included only by csrc/instantiations/sm90_*.cu.
 #pragma once
 
@@ -51,17 +48,6 @@ struct RingState {
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
-    }
-  }
-  // Past n slots at once (a ping-pong consumer passes over the other consumer's tile).
-  CUTE_DEVICE void skip(int n) {
-    const int s = stage + n % kStages;
-    phase ^= uint32_t(n / kStages) & 1u;
-    if (s >= kStages) {
-      stage = s - kStages;
-      phase ^= 1;
-    } else {
-      stage = s;
     }
   }
 };
@@ -156,14 +142,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // ---------------------------------------------------------------- consumers
     cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
     const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
-    const int consumer = warp_group - 1;
-    constexpr int kTileGroups = Tr::kTileGroups;
-    const int group = consumer / Tr::kTileWGs;  // which tiles: those of index group (mod kTileGroups)
-    const int slice = consumer % Tr::kTileWGs;  // which rows of them (cooperative: 64-row halves)
-    const int gtid = ctid % (128 * Tr::kTileWGs);  // thread index among the tile's warpgroups
+    const int consumer = warp_group - 1;    // which 64-row slice of the tile
     const bool lane0 = ctid % 32 == 0;  // one arrival per warp on the "empty" barriers
     typename Tr::TiledMma mma;
-    auto thr_mma = mma.get_thread_slice(gtid);
+    auto thr_mma = mma.get_thread_slice(ctid);
     Tensor tCsA = thr_mma.partition_A(sA);        // (MMA,MMA_M,MMA_K,PIPE)
     Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // WGMMA shared-memory descriptors
@@ -173,33 +155,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor tCcC = thr_mma.partition_C(make_identity_tensor(tile_mn));  // (row, col) in the tile
 
     // C staging for the TMA-store path: chunk j of the accumulators (columns 64j..64j+63) is
-    // converted into a ChunkMma-shaped register fragment and stmatrix-ed into buffer
-    // 2 * group + j % 2.
+    // converted into a ChunkMma-shaped register fragment and stmatrix-ed into buffer j % 2.
     constexpr int kChunks = kBN / Tr::kChunkN;
     Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,64,BUF)
     typename Tr::StoreC r2s;
-    auto thr_r2s = r2s.get_thread_slice(gtid);
+    auto thr_r2s = r2s.get_thread_slice(ctid);
     Tensor tRSsC = thr_r2s.partition_D(sC);  // (CPY,CPY_M,CPY_N,BUF)
     using CT = typename Tr::CElement;
-    Tensor rC = make_tensor<CT>(partition_shape_C(typename Tr::ChunkMma{}, make_shape(Int<kBM>{}, Int<Tr::kChunkN>{})));  // (MMA,MMA_M,1)
+    Tensor rC = make_tensor<CT>(partition_shape_C(typename Tr::ChunkMma{}, make_shape(Int<kBM>{}, Int<Tr::kChunkN>{})));  // (MMA,1,1)
     Tensor tRSrC = thr_r2s.retile_S(rC);     // (CPY,CPY_M,CPY_N)
-    // Per 64-row WGMMA atom a thread holds kAtomValues accumulators over the tile's kBN columns,
-    // 64-column chunk j being the contiguous run [j, j + 1) * kAtomValues / kChunks; the atoms
-    // (MMA_M) follow one another. acc_chunks(v, m, j) is value v of atom m in chunk j, in the order
-    // of rC(v, m).
-    static_assert(decltype(size<2>(acc))::value == 1, "one WGMMA atom spans the tile's columns");
-    constexpr int kAtomValues = decltype(size<0>(acc))::value;
-    constexpr int kAtoms = decltype(size<1>(acc))::value;
-    constexpr int kChunkValues = kAtomValues / kChunks;
-    static_assert(kChunkValues * kAtoms == decltype(size(rC))::value, "chunks cover the accumulators");
-    Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kAtoms>{}, Int<kChunks>{}),
-                                                            make_stride(_1{}, Int<kAtomValues>{}, Int<kChunkValues>{})));
+    constexpr int kChunkValues = decltype(size(rC))::value;
+    static_assert(kChunkValues * kChunks == decltype(size(acc))::value, "chunks cover the accumulators");
+    Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kChunks>{})));
     Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
     auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
-    // Ping-pong: consumer g may start a main loop once the other has issued its last one; named
-    // barrier kTurnBarrier + g (256 threads: the other's arrivals, then this one's sync).
-    constexpr uint32_t kTurnBarrier = 1 + Tr::kConsumers;
 
     // One lane per warp releases a slot, to every block of the cluster, once the warp's WGMMAs
     // that read it are complete.
@@ -213,14 +183,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
     };
-    // Every consumer walks the whole ring; in ping-pong it passes over the slots of the other's
-    // tiles (every tile takes k_tiles slots).
-    if (group > 0) ring.skip(group * k_tiles);
-    for (int64_t t = first + group * step; t < num_cluster_tiles; t += kTileGroups * step) {
+    for (int64_t t = first; t < num_cluster_tiles; t += step) {
       const BatchTile tile = tile_of(t);
-      if constexpr (Tr::kPingpong) {
-        if (t != first) cutlass::arch::NamedBarrier::sync(256, kTurnBarrier + group);
-      }
 
       // Main loop: wait for a slot, issue its WGMMAs, then wait until only this batch is in
       // flight, so the previous batch's slot can go back to the producer while the tensor cores
@@ -242,15 +206,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         prev_stage = ring.stage;
         ring.advance();
       }
-      if constexpr (Tr::kPingpong) {
-        // The other consumer's next main loop may start issuing (if it has a next tile).
-        if (t + step < num_cluster_tiles) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrier + 1 - group);
-      }
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       if (prev_stage >= 0) release(prev_stage);
 
-      // Epilogue, on this warpgroup's rows of the tile: bias/C term, scaling and activation on the
+      // Epilogue, on this warpgroup's 64-row slice: bias/C term, scaling and activation on the
       // fp32 accumulators (addmm), then the stores.
       const int row0 = tile.m * kBM, col0 = tile.n * kBN;
       if (p.epilogue_math()) apply_epilogue<T>(acc, tCcC, row0, col0, p);
@@ -258,25 +218,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         const bool leader = ctid % 128 == 0;
         // A compile-time loop: a runtime chunk index would put acc in local memory.
         for_each(make_int_sequence<kChunks>{}, [&](auto j) {
-          const int buf = 2 * group + decltype(j)::value % 2;
+          constexpr int buf = decltype(j)::value % 2;
           // The store that last read this buffer (two chunks ago, maybe in the previous tile)
           // must have finished reading before anyone overwrites it.
           if (leader) tma_store_wait<1>();
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
           CUTE_UNROLL
-          for (int m = 0; m < kAtoms; ++m) {
-            CUTE_UNROLL
-            for (int i = 0; i < kChunkValues; ++i) {
-              rC(i + kChunkValues * m) = CT(acc_chunks(i, m, j));
-            }
+          for (int i = 0; i < kChunkValues; ++i) {
+            rC(i) = CT(acc_chunks(i, j));
           }
           copy(r2s, tRSrC, tRSsC(_, _, _, buf));
           tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
           if (leader) {
             Tensor gC = local_tile(mCt(_, _, tile.l), chunk,
-                                   make_coord(tile.m * Tr::kTileWGs + slice, tile.n * kChunks + j));
-            Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(slice, 0));
+                                   make_coord(tile.m * Tr::kConsumers + consumer, tile.n * kChunks + j));
+            Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(consumer, 0));
             auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
                                               group_modes<0, 2>(gC));
             copy(params.tma_c, tTsC, tTgC);
@@ -289,7 +246,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
         store_direct(acc, tCcC, row0, col0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
       }
-      if constexpr (Tr::kPingpong) ring.skip(k_tiles);  // the other consumer's next tile
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
     if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();

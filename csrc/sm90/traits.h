@@ -21,19 +21,13 @@ struct KernelTraits {
   static constexpr int kConsumers = kCfg.consumers;
   static constexpr int kCluster = kCfg.cluster_m;
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 blocks along M");
-  // Cooperative: all consumers split every tile along M. Ping-pong: each consumer owns whole
-  // tiles, the two taking turns (tile i of this block goes to consumer i % 2).
-  static constexpr bool kPingpong = kCfg.pingpong;
-  static_assert(!kPingpong || kConsumers == 2, "ping-pong takes two consumer warpgroups");
-  static constexpr int kTileWGs = kPingpong ? 1 : kConsumers;  // warpgroups sharing one tile
-  static constexpr int kTileGroups = kConsumers / kTileWGs;     // tiles in flight per block
-  // Each consumer warp of a tile's warpgroups releases a slot once, to the empty barrier of
-  // every block in the cluster (the producers of all of them multicast into this block's slot).
-  static constexpr int kEmptyArrivals = 4 * kTileWGs * kCluster;
+  // Each consumer warp releases a slot once, to the empty barrier of every block in the cluster
+  // (the producers of all of them multicast into this block's slot).
+  static constexpr int kEmptyArrivals = 4 * kConsumers * kCluster;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0 loads, the rest compute
   static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
   static_assert(kBK * sizeof(Element) == 128, "one 128-byte swizzle row per K-major tile row");
-  static_assert(kBM % (64 * kTileWGs) == 0, "each consumer warpgroup owns whole 64-row WGMMA atoms");
+  static_assert(kBM % (64 * kConsumers) == 0, "each consumer warpgroup owns whole 64-row WGMMA atoms");
 
   // WGMMA reads A and B straight from shared memory in the 128-byte-swizzled canonical layouts
   // (K-major or MN-major per operand); TMA writes them in the same swizzle.
@@ -51,12 +45,11 @@ struct KernelTraits {
 
   static constexpr GMMA::Major kMajorA = AKMajor ? GMMA::Major::K : GMMA::Major::MN;
   static constexpr GMMA::Major kMajorB = BKMajor ? GMMA::Major::K : GMMA::Major::MN;
-  // A tile's warpgroups split it along M; each issues 64 x kBN x 16 WGMMAs (ping-pong: two of
-  // them per K step, for its 128 rows).
+  // The consumer warpgroups split the tile along M: each issues 64 x kBN x 16 WGMMAs.
   using TiledMma = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kTileWGs>, Int<kBN>, Int<kBK>>, kMajorA,
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, Int<kBN>, Int<kBK>>, kMajorA,
                            kMajorB>(),
-      Layout<Shape<Int<kTileWGs>, _1, _1>>{}));
+      Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
   // TMA descriptors, built on the host from the real pointers and strides (64-bit).
   using GmemLayoutA = Layout<Shape<int, int, int>, decltype(mn_k_l_stride<AKMajor>(int64_t{}, int64_t{}))>;
@@ -71,14 +64,13 @@ struct KernelTraits {
                                       make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
-  // Epilogue. With 16-byte aligned C rows each consumer converts its rows of the tile (64 when
-  // cooperative, all 128 in ping-pong) in 64-column chunks into one of two 128-byte-swizzled
-  // staging buffers of its tile group (conflict-free accumulator-pair stores) and one thread
-  // TMA-stores the chunk asynchronously, so the conversion of the next chunk and the next main
-  // loop overlap the stores; TMA clips rows and columns past M and N. The staging stays small
-  // (2 x kBM x 64 per tile in flight) so the operand ring can be deep. Otherwise every thread
-  // stores its accumulators to global memory itself, element by element, bounded.
-  static constexpr int kRowsPerConsumer = kBM / kTileWGs;
+  // Epilogue. With 16-byte aligned C rows each consumer converts its 64-row slice in 64-column
+  // chunks into one of two 128-byte-swizzled staging buffers (conflict-free accumulator-pair
+  // stores) and one thread TMA-stores the chunk asynchronously, so the conversion of the next
+  // chunk and the next tile's main loop overlap the stores; TMA clips rows and columns past M and
+  // N. The staging stays small (2 x kBM x 64) so the operand ring can be deep. Otherwise every
+  // thread stores its accumulators to global memory itself, element by element, bounded.
+  static constexpr int kRowsPerConsumer = kBM / kConsumers;
   static constexpr int kChunkN = 64;  // one 128-byte swizzle row of 16-bit elements
   static_assert(kBN % (2 * kChunkN) == 0, "an even number of C chunks per tile (two staging buffers)");
   // fp32 C (TF32, out_dtype=float32) is always stored from registers: no staging.
@@ -86,16 +78,15 @@ struct KernelTraits {
   using CElement = std::conditional_t<kStageC, Element, cutlass::half_t>;  // the staging's type
   using SmemLayoutCChunk = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<CElement>{},
                                                   make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
-  // (BM,64,BUF): buffers 2g and 2g+1 belong to tile group g.
   using SmemLayoutC = decltype(tile_to_shape(SmemLayoutCChunk{},
-                                             make_shape(Int<kBM>{}, Int<kChunkN>{}, Int<2 * kTileGroups>{})));
+                                             make_shape(Int<kBM>{}, Int<kChunkN>{}, _2{})));  // (BM,64,BUF)
   // The same WGMMA shape with N = 64: its per-thread C partition of one chunk lists the same
   // values in the same order as a 64-column slice of TiledMma's accumulators. stmatrix writes a
   // warp's 8x8 blocks of that partition, 16 bytes per thread per instruction.
   using ChunkMma = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<CElement, CElement, float, Shape<Int<kBM / kTileWGs>, Int<kChunkN>, _64>,
+      GMMA::ss_op_selector<CElement, CElement, float, Shape<Int<kBM / kConsumers>, Int<kChunkN>, _64>,
                            GMMA::Major::K, GMMA::Major::K>(),
-      Layout<Shape<Int<kTileWGs>, _1, _1>>{}));
+      Layout<Shape<Int<kConsumers>, _1, _1>>{}));
   using StoreC = decltype(make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, CElement>{}, ChunkMma{}));
   using GmemTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<CElement*>(nullptr)),
                                            Layout<Shape<int, int, int>, Stride<int64_t, _1, int64_t>>{}));
@@ -105,7 +96,7 @@ struct KernelTraits {
   struct SharedStorage {
     alignas(1024) Element a[cosize_v<SmemLayoutA>];  // 128-byte swizzle atoms need 1024-byte alignment
     alignas(1024) Element b[cosize_v<SmemLayoutB>];
-    alignas(1024) CElement c[kStageC ? cosize_v<SmemLayoutC> : 8];  // C staging: two chunk buffers per tile group
+    alignas(1024) CElement c[kStageC ? cosize_v<SmemLayoutC> : 8];  // C staging: two chunk buffers
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
   };
