@@ -370,14 +370,14 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
 
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   Launcher launch = nullptr;
-  int bm = 0, bn = 0;
+  int bm = 0, bn = 0, cfg = 1;  // cfg: the SM90 row (TF32 runs row 1)
   if (tf32) {
     launch = tf32_launcher(sm90);
     bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
     bn = sm80::kConfigs[sm80::kTf32Config].bn;
   } else if (sm90) {
     const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
-    const int cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, prop->multiProcessorCount);
+    cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, prop->multiProcessorCount);
     launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
   } else {
     const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
@@ -389,6 +389,26 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     bn = sm80::kConfigs[cfg].bn;
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  // Split-K (CUTE_GEMM_SPLITS=<n> forces n slices, for tests and benchmarks): fp32 partials of the
+  // first splits - 1 slices of every tile and one arrival counter per tile, zeroed here, all from
+  // torch's caching allocator on this stream.
+  const int forced_splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
+  at::Tensor workspace;
+  if (sm90) {
+    const int forced = forced_splits;
+    const sm90::TileConfig& tc = sm90::kConfigs[cfg];
+    p.splits = forced > 0 ? int(std::min<int64_t>(forced, (K + tc.bk - 1) / tc.bk))
+                          : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, prop->multiProcessorCount);
+    if (p.splits > 1) {
+      const int64_t tiles = (p.m + tc.bm * tc.cluster_m - 1) / (tc.bm * tc.cluster_m) * tc.cluster_m *
+                            ((p.n + tc.bn - 1) / tc.bn) * batch;
+      const int64_t partials = tiles * (p.splits - 1) * tc.bm * tc.bn;
+      workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
+      p.workspace = workspace.data_ptr<float>();
+      p.flags = reinterpret_cast<int*>(p.workspace + partials);
+      C10_CUDA_CHECK(cudaMemsetAsync(p.flags, 0, tiles * sizeof(int), stream));
+    }
+  }
   // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1: launch the
   // batches in slices that fit.
   const int64_t per_launch =

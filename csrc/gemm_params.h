@@ -36,6 +36,13 @@ struct GemmParams {
   int grid_limit = 0;        // persistent kernels: most thread blocks to launch (the SM count)
   bool c_vector_ok = false;  // ldc, batch_c and c's base allow 16-byte stores
 
+  // Split-K (SM90 family): each output tile's K range in `splits` slices, computed by different
+  // blocks; the first splits - 1 leave fp32 partials in `workspace` (kBM x kBN floats per tile
+  // and slice) and count themselves in flags[tile] (zeroed by the host before the launch).
+  int splits = 1;
+  float* workspace = nullptr;
+  int* flags = nullptr;
+
   // Epilogue: C(m, n) = act(alpha * acc(m, n) + beta * X(m, n)), X(m, n) = x[m * x_ldm + n * x_ldn]
   // (a bias is x_ldm = 0, x_ldn = 1). x == nullptr: no X term. Without X, alpha or activation
   // (the common case) the kernels skip the epilogue math.

@@ -108,9 +108,63 @@ def test_every_tile_config(family_config, layout, monkeypatch):
         check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
+SPLIT_SHAPES = [(16, 4096, 1024), (300, 520, 2056), (129, 257, 4104)]
+
+
+@pytest.mark.parametrize("config", [None, 2], ids=["auto-tile", "cluster-tile"])
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_split_k(splits, config, layout, monkeypatch):
+    """Split-K (sm90, CUTE_GEMM_SPLITS forces the slice count): right, and the same bits on every
+    call and on another stream (the partials are summed in a fixed order, never raced)."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", str(splits))
+    if config is not None:
+        monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    for (m, n, k), dtype in itertools.product(SPLIT_SHAPES, DTYPES):
+        a = make_operand(m, k, layout[0], dtype)
+        b = make_operand(k, n, layout[1], dtype)
+        out = check(a, b)
+        assert torch.equal(out, cute_gemm.mm(a, b))
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            again = cute_gemm.mm(a, b)
+        side.synchronize()
+        assert torch.equal(out, again)
+
+
+@pytest.mark.parametrize("splits", [1, 4])
+def test_split_k_epilogue(splits, monkeypatch):
+    """The finisher of a split tile runs the whole epilogue: bias, activation, fp32 out."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", str(splits))
+    m, n, k = 200, 300, 4096
+    a = make_operand(m, k, "n", torch.bfloat16)
+    b = make_operand(k, n, "t", torch.bfloat16)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    z = a.double() @ b.double() + bias.double()
+    out = cute_gemm.addmm(bias, a, b, activation="gelu")
+    assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
+    out32 = cute_gemm.mm(a, b, out_dtype=torch.float32)
+    assert out32.dtype == torch.float32 and rel_err(out32, a.double() @ b.double()) <= 1e-4
+
+
+@pytest.mark.parametrize("shape", [(128, 1024, 8192), (16, 4096, 4096), (512, 1024, 8192)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_split_k_chosen_for_few_tiles(shape, monkeypatch):
+    """Few-tile shapes that the chooser splits: right and bitwise reproducible."""
+    use_family(monkeypatch, "sm90")
+    m, n, k = shape
+    a = make_operand(m, k, "n", torch.bfloat16)
+    b = make_operand(k, n, "t", torch.bfloat16)
+    out = check(a, b)
+    assert all(torch.equal(out, cute_gemm.mm(a, b)) for _ in range(3))
+
+
 @pytest.mark.parametrize("var, value, pattern", [
     ("CUTE_GEMM_SM80_CONFIG", "99", r"CUTE_GEMM_SM80_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAMILY", "sm70", r"CUTE_GEMM_FAMILY must be auto, sm80 or sm90, got 'sm70'"),
+    ("CUTE_GEMM_SPLITS", "0", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")

@@ -31,4 +31,21 @@ inline int choose_config(int m, int n, int num_sms) {
   return tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
 }
 
+// Split-K, from the H100 sweep in docs/tuning.md (session 4, run 5): when the tiles leave more
+// than half the SMs idle (few-tile and decode shapes), each tile's K range goes to `splits`
+// blocks, at most 4 and at most what the SMs hold (tiles x splits <= SMs). A split costs a fixed
+// few microseconds (partials through L2, the finisher's wait, zeroing the counters), so every
+// slice keeps at least 16 K tiles (K >= 1024 per slice): 1024^3 and 256^3 run faster unsplit.
+// Measured, x torch.mm (splits 1 / chosen): 512x1024x8192 0.53 / 0.84 (4), 16x4096x4096
+// 0.63 / 0.77 (4), 64x8192x8192 0.69 / 0.87 (2), 128x4096x14336 0.79 / 0.99 (4).
+inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
+  const TileConfig& c = kConfigs[cfg];
+  const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
+  const long long k_tiles = (k + c.bk - 1) / c.bk;
+  long long s = num_sms / tiles;
+  s = s < 4 ? s : 4;
+  s = s < k_tiles / 16 ? s : k_tiles / 16;
+  return s > 1 ? int(s) : 1;
+}
+
 }  // namespace cute_gemm::sm90

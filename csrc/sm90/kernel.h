@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
+#include <cuda/atomic>
+
 #include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
@@ -103,6 +105,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     return BatchTile{c.m * kCluster + rank, c.n, int(t / batch_tiles)};
   };
   const int k_tiles = (p.k + kBK - 1) / kBK;
+  // Split-K: unit u is slice u % splits (k-tiles [k_begin, k_end)) of cluster tile u / splits.
+  // The last slice of a tile (the "finisher") adds the others' fp32 partials, in slice order, and
+  // runs the epilogue. It comes last in the unit order, so with every block resident and units
+  // dealt round-robin, the slices it waits for are dealt in the same round or earlier, and they
+  // never wait themselves: no deadlock, and the sum's order is fixed (bitwise reproducible).
+  const int splits = p.splits;
+  const int64_t num_units = num_cluster_tiles * splits;
+  auto k_begin = [&](int s) { return int(int64_t(s) * k_tiles / splits); };
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
@@ -114,15 +124,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
-      for (int64_t t = first; t < num_cluster_tiles; t += step) {
-        const BatchTile tile = tile_of(t);
+      for (int64_t u = first; u < num_units; u += step) {
+        const BatchTile tile = tile_of(u / splits);
+        const int slice = int(u % splits);
         Tensor gA = local_tile(mA(_, _, tile.l), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB(_, _, tile.l), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
         auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
                                           group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
-        for (int kt = 0; kt < k_tiles; ++kt) {
+        for (int kt = k_begin(slice), kt_end = k_begin(slice + 1); kt < kt_end; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
@@ -170,6 +181,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
     auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
+    constexpr uint32_t kSplitBarrier = 1 + Tr::kConsumers;  // all consumer threads (split-K)
 
     // One lane per warp releases a slot, to every block of the cluster, once the warp's WGMMAs
     // that read it are complete.
@@ -183,8 +195,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
     };
-    for (int64_t t = first; t < num_cluster_tiles; t += step) {
-      const BatchTile tile = tile_of(t);
+    for (int64_t u = first; u < num_units; u += step) {
+      const BatchTile tile = tile_of(u / splits);
+      const int slice = int(u % splits);
 
       // Main loop: wait for a slot, issue its WGMMAs, then wait until only this batch is in
       // flight, so the previous batch's slot can go back to the producer while the tensor cores
@@ -192,7 +205,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       mma.accumulate_ = GMMA::ScaleOut::Zero;
       int prev_stage = -1;
       warpgroup_fence_operand(acc);
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      for (int kt = k_begin(slice), kt_end = k_begin(slice + 1); kt < kt_end; ++kt) {
         FullBarrier::wait(&smem.full[ring.stage], ring.phase);
         warpgroup_arrive();
         CUTE_UNROLL
@@ -210,9 +223,44 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       warpgroup_fence_operand(acc);
       if (prev_stage >= 0) release(prev_stage);
 
+      const int row0 = tile.m * kBM, col0 = tile.n * kBN;
+      if (splits > 1) {
+        // This block's tile, numbered across the cluster and the batch, and its partials: one
+        // kBM x kBN fp32 slot per non-final slice, value i of consumer thread ctid at
+        // i * kThreadsC + ctid (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA
+        // atom: warps whose rows all lie past M (small M, decode) neither write nor read them.
+        constexpr int kThreadsC = 128 * Tr::kConsumers;
+        const int64_t tile_id = (u / splits) * kCluster + rank;
+        float* slots = p.workspace + tile_id * (splits - 1) * int64_t(kBM * kBN) + ctid;
+        int* flag = p.flags + tile_id;
+        const bool rows_inside = row0 + consumer * Tr::kRowsPerConsumer + (ctid % 128) / 32 * 16 < p.m;
+        if (slice < splits - 1) {
+          float* slot = slots + slice * int64_t(kBM * kBN);
+          if (rows_inside) {
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc); ++i) slot[i * kThreadsC] = acc(i);
+          }
+          __threadfence();  // each thread's partials reach L2 before the count says so
+          cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
+          if (ctid == 0) atomicAdd(flag, 1);
+          continue;  // no epilogue: the finisher stores C
+        }
+        if (ctid == 0) {
+          while (cuda::atomic_ref<int, cuda::thread_scope_device>(*flag).load(cuda::memory_order_acquire) <
+                 splits - 1) {
+            __nanosleep(64);
+          }
+        }
+        cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
+        for (int s = 0; s < splits - 1 && rows_inside; ++s) {
+          const float* slot = slots + s * int64_t(kBM * kBN);
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(slot + i * kThreadsC);  // L2: other SMs wrote it
+        }
+      }
+
       // Epilogue, on this warpgroup's 64-row slice: bias/C term, scaling and activation on the
       // fp32 accumulators (addmm), then the stores.
-      const int row0 = tile.m * kBM, col0 = tile.n * kBN;
       if (p.epilogue_math()) apply_epilogue<T>(acc, tCcC, row0, col0, p);
       if (Tr::kStageC && p.c_vector_ok) {
         const bool leader = ctid % 128 == 0;
@@ -315,8 +363,10 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     resident = std::min<long long>(resident, clusters);
   }
   const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
-  const long long cluster_tiles = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n * p.batch;
-  config.gridDim = dim3(unsigned(std::max(1ll, std::min(cluster_tiles, resident)) * Tr::kCluster));
+  const long long units = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n * p.batch * p.splits;
+  // Split-K needs every block resident (a finisher waits for blocks dealt the same round): the
+  // grid never exceeds what fits at once.
+  config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
   return cudaGetLastError();
 }
