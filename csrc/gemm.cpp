@@ -377,16 +377,16 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     bn = sm80::kConfigs[sm80::kTf32Config].bn;
   } else if (sm90) {
     const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
-    cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, prop->multiProcessorCount);
+    cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, batch, prop->multiProcessorCount);
     launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
   } else {
     const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
-    const int cfg = forced >= 0 ? forced
-                                : sm80::choose_config(p.m, p.n, prop->multiProcessorCount,
-                                                      int(prop->sharedMemPerBlockOptin));
-    launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
-    bm = sm80::kConfigs[cfg].bm;
-    bn = sm80::kConfigs[cfg].bn;
+    const int cfg80 = forced >= 0 ? forced
+                                  : sm80::choose_config(p.m, p.n, prop->multiProcessorCount,
+                                                        int(prop->sharedMemPerBlockOptin));
+    launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg80);
+    bm = sm80::kConfigs[cfg80].bm;
+    bn = sm80::kConfigs[cfg80].bn;
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   // Split-K (CUTE_GEMM_SPLITS=<n> forces n slices, for tests and benchmarks): fp32 partials of the

@@ -267,9 +267,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // A compile-time loop: a runtime chunk index would put acc in local memory.
         for_each(make_int_sequence<kChunks>{}, [&](auto j) {
           constexpr int buf = decltype(j)::value % 2;
-          // The store that last read this buffer (two chunks ago, maybe in the previous tile)
-          // must have finished reading before anyone overwrites it.
-          if (leader) tma_store_wait<1>();
+          // The store that last read this buffer (two chunks ago, maybe in the previous tile;
+          // with one chunk per tile, the previous tile's) must have finished reading before
+          // anyone overwrites it.
+          if (leader) tma_store_wait<(kChunks > 1 ? 1 : 0)>();
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
           CUTE_UNROLL
           for (int i = 0; i < kChunkValues; ++i) {

@@ -72,7 +72,8 @@ struct KernelTraits {
   // thread stores its accumulators to global memory itself, element by element, bounded.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
   static constexpr int kChunkN = 64;  // one 128-byte swizzle row of 16-bit elements
-  static_assert(kBN % (2 * kChunkN) == 0, "an even number of C chunks per tile (two staging buffers)");
+  static_assert(kBN == kChunkN || kBN % (2 * kChunkN) == 0,
+                "one C chunk per tile, or an even number (two staging buffers)");
   // fp32 C (TF32, out_dtype=float32) is always stored from registers: no staging.
   static constexpr bool kStageC = sizeof(Element) == 2;
   using CElement = std::conditional_t<kStageC, Element, cutlass::half_t>;  // the staging's type
