@@ -389,9 +389,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     bn = sm80::kConfigs[cfg80].bn;
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  // Split-K (CUTE_GEMM_SPLITS=<n> forces n slices, for tests and benchmarks): fp32 partials of the
-  // first splits - 1 slices of every tile and one arrival counter per tile, zeroed here, all from
-  // torch's caching allocator on this stream.
+  // Split-K (CUTE_GEMM_SPLITS=<n> forces n slices, for tests and benchmarks): fp32 partials of
+  // every slice of every tile and one arrival counter per tile, zeroed here, all from torch's
+  // caching allocator on this stream. The SM90 family makes one launch (per_launch == batch
+  // below), so the counters serve one launch only.
   const int forced_splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
   at::Tensor workspace;
   if (sm90) {
@@ -402,7 +403,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     if (p.splits > 1) {
       const int64_t tiles = (p.m + tc.bm * tc.cluster_m - 1) / (tc.bm * tc.cluster_m) * tc.cluster_m *
                             ((p.n + tc.bn - 1) / tc.bn) * batch;
-      const int64_t partials = tiles * (p.splits - 1) * tc.bm * tc.bn;
+      const int64_t partials = tiles * p.splits * tc.bm * tc.bn;
       workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
       p.workspace = workspace.data_ptr<float>();
       p.flags = reinterpret_cast<int*>(p.workspace + partials);
@@ -413,6 +414,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // batches in slices that fit.
   const int64_t per_launch =
       sm90 ? batch : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
+  TORCH_INTERNAL_ASSERT(p.splits == 1 || per_launch == batch, "split-K counters serve one launch");
   for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
     GemmParams q = p;
     q.batch = int(std::min(per_launch, batch - l0));

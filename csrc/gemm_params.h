@@ -37,8 +37,8 @@ struct GemmParams {
   bool c_vector_ok = false;  // ldc, batch_c and c's base allow 16-byte stores
 
   // Split-K (SM90 family): each output tile's K range in `splits` slices, computed by different
-  // blocks; the first splits - 1 leave fp32 partials in `workspace` (kBM x kBN floats per tile
-  // and slice) and count themselves in flags[tile] (zeroed by the host before the launch).
+  // blocks; each leaves its fp32 partial in `workspace` (kBM x kBN floats per tile and slice) and
+  // counts itself in flags[tile] (zeroed by the host before the launch); the last sums them.
   int splits = 1;
   float* workspace = nullptr;
   int* flags = nullptr;

@@ -104,14 +104,16 @@ def test_every_tile_config(family_config, layout, monkeypatch):
     family, index, _ = family_config
     use_family(monkeypatch, family)
     monkeypatch.setenv(f"CUTE_GEMM_{family.upper()}_CONFIG", str(index))
-    for (m, n, k), dtype in itertools.product([(300, 520, 200), (129, 257, 4104), (1024, 768, 512)], DTYPES):
+    # 2048x1024: more tiles than SMs for every row, so blocks store several tiles in turn.
+    for (m, n, k), dtype in itertools.product([(300, 520, 200), (129, 257, 4104), (1024, 768, 512),
+                                               (2048, 1024, 256)], DTYPES):
         check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
 SPLIT_SHAPES = [(16, 4096, 1024), (300, 520, 2056), (129, 257, 4104)]
 
 
-@pytest.mark.parametrize("config", [None, 2], ids=["auto-tile", "cluster-tile"])
+@pytest.mark.parametrize("config", [None, 2, 3], ids=["auto-tile", "cluster-tile", "128x64-tile"])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_split_k(splits, config, layout, monkeypatch):
@@ -122,6 +124,9 @@ def test_split_k(splits, config, layout, monkeypatch):
     if config is not None:
         monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
     for (m, n, k), dtype in itertools.product(SPLIT_SHAPES, DTYPES):
+        # Fresh inputs first: with the arrival counters not zeroed, the workspace's stale partials
+        # of the previous call would be summed in.
+        check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
         a = make_operand(m, k, layout[0], dtype)
         b = make_operand(k, n, layout[1], dtype)
         out = check(a, b)
@@ -147,6 +152,12 @@ def test_split_k_epilogue(splits, monkeypatch):
     assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
     out32 = cute_gemm.mm(a, b, out_dtype=torch.float32)
     assert out32.dtype == torch.float32 and rel_err(out32, a.double() @ b.double()) <= 1e-4
+    # TF32 (float32 inputs under allow_tf32) runs the same kernel with its own K tile.
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    af, bf = a.float(), b.float()
+    tf = cute_gemm.mm(af, bf)
+    assert tf.dtype == torch.float32 and rel_err(tf, af.double() @ bf.double()) <= 5e-3
+    assert torch.equal(tf, cute_gemm.mm(af, bf))
 
 
 @pytest.mark.parametrize("shape", [(128, 1024, 8192), (16, 4096, 4096), (512, 1024, 8192)],

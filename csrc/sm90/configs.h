@@ -43,7 +43,7 @@ inline int choose_config(int m, int n, long long batch, int num_sms) {
 // Split-K, from the H100 sweep in docs/tuning.md (session 4, run 5): when the tiles leave more
 // than half the SMs idle (few-tile and decode shapes), each tile's K range goes to `splits`
 // blocks, at most 4 and at most what the SMs hold (tiles x splits <= SMs). A split costs a fixed
-// few microseconds (partials through L2, the finisher's wait, zeroing the counters), so every
+// few microseconds (partials through L2 and back, zeroing the counters), so every
 // slice keeps at least 16 K tiles (K >= 1024 per slice): 1024^3 and 256^3 run faster unsplit.
 // Measured, x torch.mm (splits 1 / chosen): 512x1024x8192 0.53 / 0.84 (4), 16x4096x4096
 // 0.63 / 0.77 (4), 64x8192x8192 0.69 / 0.87 (2), 128x4096x14336 0.79 / 0.99 (4).

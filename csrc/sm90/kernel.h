@@ -11,8 +11,6 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
-#include <cuda/atomic>
-
 #include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
@@ -106,10 +104,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   };
   const int k_tiles = (p.k + kBK - 1) / kBK;
   // Split-K: unit u is slice u % splits (k-tiles [k_begin, k_end)) of cluster tile u / splits.
-  // The last slice of a tile (the "finisher") adds the others' fp32 partials, in slice order, and
-  // runs the epilogue. It comes last in the unit order, so with every block resident and units
-  // dealt round-robin, the slices it waits for are dealt in the same round or earlier, and they
-  // never wait themselves: no deadlock, and the sum's order is fixed (bitwise reproducible).
+  // Every slice leaves its fp32 partial in the workspace and counts itself; the last to arrive
+  // sums all of them in slice order and runs the epilogue. Nobody waits for another block (no
+  // deadlock, whatever is resident), and the sum's order is fixed (bitwise reproducible).
   const int splits = p.splits;
   const int64_t num_units = num_cluster_tiles * splits;
   auto k_begin = [&](int s) { return int(int64_t(s) * k_tiles / splits); };
@@ -226,36 +223,38 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       const int row0 = tile.m * kBM, col0 = tile.n * kBN;
       if (splits > 1) {
         // This block's tile, numbered across the cluster and the batch, and its partials: one
-        // kBM x kBN fp32 slot per non-final slice, value i of consumer thread ctid at
-        // i * kThreadsC + ctid (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA
-        // atom: warps whose rows all lie past M (small M, decode) neither write nor read them.
+        // kBM x kBN fp32 slot per slice, value i of consumer thread ctid at i * kThreadsC + ctid
+        // (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA atom: warps whose
+        // rows all lie past M (small M, decode) neither write nor read them.
         constexpr int kThreadsC = 128 * Tr::kConsumers;
         const int64_t tile_id = (u / splits) * kCluster + rank;
-        float* slots = p.workspace + tile_id * (splits - 1) * int64_t(kBM * kBN) + ctid;
-        int* flag = p.flags + tile_id;
+        float* slots = p.workspace + tile_id * splits * int64_t(kBM * kBN) + ctid;
         const bool rows_inside = row0 + consumer * Tr::kRowsPerConsumer + (ctid % 128) / 32 * 16 < p.m;
-        if (slice < splits - 1) {
+        if (rows_inside) {
           float* slot = slots + slice * int64_t(kBM * kBN);
-          if (rows_inside) {
-            CUTE_UNROLL
-            for (int i = 0; i < size(acc); ++i) slot[i * kThreadsC] = acc(i);
-          }
-          __threadfence();  // each thread's partials reach L2 before the count says so
-          cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
-          if (ctid == 0) atomicAdd(flag, 1);
-          continue;  // no epilogue: the finisher stores C
-        }
-        if (ctid == 0) {
-          while (cuda::atomic_ref<int, cuda::thread_scope_device>(*flag).load(cuda::memory_order_acquire) <
-                 splits - 1) {
-            __nanosleep(64);
-          }
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) slot[i * kThreadsC] = acc(i);
         }
         cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
-        for (int s = 0; s < splits - 1 && rows_inside; ++s) {
-          const float* slot = slots + s * int64_t(kBM * kBN);
+        if (ctid == 0) {
+          // Release the block's partial (ordered before this thread by the barrier), count it,
+          // and acquire the others' if this was the last slice to arrive.
+          __threadfence();
+          smem.split_last = atomicAdd(p.flags + tile_id, 1) == splits - 1;
+          __threadfence();
+        }
+        cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
+        if (!smem.split_last) continue;  // not last: no epilogue, the last slice stores C
+        // The last slice to arrive, whichever it is, sums all slices in slice order: the same
+        // bits every time.
+        if (rows_inside) {
           CUTE_UNROLL
-          for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(slot + i * kThreadsC);  // L2: other SMs wrote it
+          for (int i = 0; i < size(acc); ++i) acc(i) = __ldcg(slots + i * kThreadsC);  // L2: other SMs wrote them
+          for (int s = 1; s < splits; ++s) {
+            const float* slot = slots + s * int64_t(kBM * kBN);
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(slot + i * kThreadsC);
+          }
         }
       }
 
@@ -365,8 +364,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   }
   const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
   const long long units = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n * p.batch * p.splits;
-  // Split-K needs every block resident (a finisher waits for blocks dealt the same round): the
-  // grid never exceeds what fits at once.
+  // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
   return cudaGetLastError();

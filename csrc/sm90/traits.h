@@ -100,6 +100,7 @@ struct KernelTraits {
     alignas(1024) CElement c[kStageC ? cosize_v<SmemLayoutC> : 8];  // C staging: two chunk buffers
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
+    int split_last;  // split-K: this block's slice was the tile's last to arrive (tells all consumers)
   };
   // +1 KB: the dynamic shared memory base is only guaranteed 16-byte aligned.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
