@@ -80,6 +80,57 @@ CUTE_DEVICE void apply_epilogue(Acc& acc, Coord const& coord, int row0, int col0
   for (int i = 0; i < kSize; ++i) acc(i) = v[i];
 }
 
+// The same epilogue on one chunk of a thread's values: v(i) (i < size(v), a compile-time index)
+// sits at (row0, col0) + coord(i), whose offsets from the thread's first value are constants.
+// X must be row-major or a broadcast row (x_ldn == 1, 0 <= x_ldm < kMaxChunkXRowStride of
+// gemm_params.h; the host copies any other X to that form): each load's address is then one of two row pointers (a bias:
+// one) plus a constant, so the values stay in registers and all of a chunk's loads are in flight
+// at once (apply_epilogue's local array costs a round trip through local memory per value), and
+// a bias is loaded once per column, not per value. Rows past M are never stored, so a bias checks
+// only the column. Per-value 64-bit offsets, or a rolled loop for other strides, raise the
+// consumers' register peak past the 168 that 384 threads allow: ptxas spills.
+template <class XT, class V, class Coord>
+CUTE_DEVICE void add_x_chunk(V& v, Coord const& coord, int row0, int col0, const GemmParams& p) {
+  const XT* base = static_cast<const XT*>(p.x) + int64_t(row0) * p.x_ldm + col0;
+  const int ldm = int(p.x_ldm);
+  const bool bias = ldm == 0;
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(v); ++i) {
+    const int r = cute::get<0>(coord(i)), c = cute::get<1>(coord(i));
+    const bool inside = col0 + c < p.n && (bias || row0 + r < p.m);
+    const float xv = inside ? float(base[r * ldm + c]) : 0.f;
+    v(i) = p.alpha * v(i) + p.beta * xv;
+  }
+}
+
+template <Activation A, class V>
+CUTE_DEVICE void activate_chunk(V& v) {
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(v); ++i) v(i) = activate<A>(v(i));
+}
+
+// act(alpha * v + beta * X) on one chunk (see add_x_chunk); T: the operands' element type.
+template <class T, class V, class Coord>
+CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, const GemmParams& p) {
+  if (p.x != nullptr) {
+    if (p.x_f32) {
+      add_x_chunk<float>(v, coord, row0, col0, p);
+    } else {
+      add_x_chunk<T>(v, coord, row0, col0, p);
+    }
+  } else if (p.alpha != 1.f) {
+    CUTE_UNROLL
+    for (int i = 0; i < cute::size(v); ++i) v(i) *= p.alpha;
+  }
+  switch (p.act) {
+    case Activation::kRelu: activate_chunk<Activation::kRelu>(v); break;
+    case Activation::kGelu: activate_chunk<Activation::kGelu>(v); break;
+    case Activation::kGeluTanh: activate_chunk<Activation::kGeluTanh>(v); break;
+    case Activation::kSilu: activate_chunk<Activation::kSilu>(v); break;
+    default: break;
+  }
+}
+
 // Bounded element stores of a thread's values straight from registers to C(M, N) of element
 // type OutT (row-major, ldc), at c_base; used for fp32 C and for C rows that are not 16-byte
 // aligned.

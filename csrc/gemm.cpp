@@ -318,6 +318,27 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     return;
   }
 
+  // addmm's input X (M, N). A stride of a dimension of size 1 does not matter. The SM90 epilogue
+  // reads X as rows (x_ldn == 1) of a bounded stride (epilogue.h): any other X is copied to that
+  // form first (an (M, 1) column, a column-major C), and rows too long for it (N >= 2^24 with
+  // M > 1) take torch's path.
+  at::Tensor x;
+  int64_t x_ldm = 0, x_ldn = 1;
+  if (ep.x.defined() && ep.beta != 0.0) {
+    x = ep.x;
+    x_ldm = M == 1 ? 0 : x.stride(0);
+    x_ldn = N == 1 ? 1 : x.stride(1);
+    if (sm90 && (x_ldn != 1 || x_ldm >= kMaxChunkXRowStride)) {
+      x = x.contiguous();
+      x_ldm = M == 1 ? 0 : x.stride(0);
+      x_ldn = 1;
+      if (x_ldm >= kMaxChunkXRowStride) {
+        out3.copy_(torch_math(a3, b3, ep));
+        return;
+      }
+    }
+  }
+
   // One weight for every batch (b's batch stride 0) and batches of A stacked row after row (and
   // C likewise): one (L*M, K) @ (K, N) problem, which also spares TMA a zero stride.
   at::Tensor a = a3, b = b3, c = out3;
@@ -353,11 +374,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
                   p.batch_c % kVec == 0 && p.batch_c > 0;
   p.c_f32 = c_f32;
-  if (ep.x.defined() && ep.beta != 0.0) {
-    p.x = ep.x.data_ptr();
-    p.x_ldm = ep.x.stride(0);
-    p.x_ldn = ep.x.stride(1);
-    p.x_f32 = ep.x.scalar_type() == at::kFloat;
+  if (x.defined()) {
+    p.x = x.data_ptr();
+    p.x_ldm = x_ldm;
+    p.x_ldn = x_ldn;
+    p.x_f32 = x.scalar_type() == at::kFloat;
     p.beta = float(ep.beta);
   }
   p.alpha = float(ep.alpha);

@@ -8,6 +8,7 @@ torch's own error. out= tensors are filled with NaN first, so an element left un
 """
 
 import zlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import cute_gemm
+from cute_gemm._build_paths import config_names
 
 ops = torch.ops.cute_gemm
 gpu = pytest.mark.gpu
@@ -337,16 +339,22 @@ def test_mm_out_errors(make, exc, pattern):
 
 INPUT_SHAPES = {"bias": lambda m, n: (n,), "row": lambda m, n: (1, n), "column": lambda m, n: (m, 1),
                 "full": lambda m, n: (m, n), "scalar": lambda m, n: ()}
+# addmm inputs of every stride the kernels meet: the shapes above (contiguous, then broadcast to
+# (M, N)), a column-major C and a bias with a stride (both copied to rows for the sm90 epilogue).
+INPUTS = {**{kind: (lambda shape: lambda m, n, dtype: randn(*shape(m, n), dtype=dtype))(shape)
+             for kind, shape in INPUT_SHAPES.items()},
+          "full_colmajor": lambda m, n, dtype: randn(n, m, dtype=dtype).t(),
+          "bias_strided": lambda m, n, dtype: randn(2 * n, dtype=dtype)[::2]}
 
 
 @gpu
-@pytest.mark.parametrize("kind", list(INPUT_SHAPES))
+@pytest.mark.parametrize("kind", list(INPUTS))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_addmm_input_broadcasts_and_scales(dtype, kind):
     for (m, n, k), (beta, alpha), layout in [((129, 127, 574), (1, 1), "nt"), ((7, 1, 7), (0.5, -1.5), "tn"),
                                              ((127, 129, 127), (-2.0, 0.25), "nn")]:
         a, b = operand(m, k, layout[0], dtype), operand(k, n, layout[1], dtype)
-        input = randn(*INPUT_SHAPES[kind](m, n), dtype=dtype)
+        input = INPUTS[kind](m, n, dtype)
         ref = addmm_ref(input, a, b, beta, alpha)
         theirs = torch.addmm(input, a, b, beta=beta, alpha=alpha)
         c = poisoned(lambda: cute_gemm.addmm(input, a, b, beta=beta, alpha=alpha), (m, n), dtype)
@@ -372,6 +380,37 @@ def test_addmm_activation_matches_torch(dtype, activation):
             out = nan_out((m, n), torch.float32)
             assert cute_gemm.addmm(bias_, a, b, activation=activation, out_dtype=torch.float32, out=out) is out
             check(out, ref, torch.float32)
+
+
+SM90_CONFIG_NAMES = config_names(Path(__file__).resolve().parents[1] / "csrc" / "sm90" / "configs.h")
+
+
+@gpu
+@pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
+@pytest.mark.parametrize("kind", ["bias", "full", "full_colmajor", "column"])
+def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
+    """The sm90 epilogue walks a tile's accumulators in 64-column chunks: every tile config, on
+    shapes with several tiles per block and edge tiles in M and N, for the TMA-store path, the
+    fp32 output and C rows that are not 16-byte aligned (element stores)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    for (m, n, k), activation, dtype in [((300, 520, 200), "gelu", torch.bfloat16),
+                                         ((1500, 1100, 72), "silu", torch.float16),
+                                         ((129, 1031, 64), None, torch.bfloat16)]:
+        a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+        input = INPUTS[kind](m, n, dtype)
+        beta, alpha = (1, 1) if kind == "bias" else (0.5, -1.5)
+        ref = addmm_ref(input, a, b, beta, alpha, activation)
+        call = lambda **kw: cute_gemm.addmm(input, a, b, beta=beta, alpha=alpha, activation=activation, **kw)
+        check(poisoned(call, (m, n), dtype), ref, dtype)
+        check(call(out_dtype=torch.float32), ref, torch.float32)
+        buf = nan_out((m, n + 1), dtype)  # rows of n + 1 elements: not 16-byte aligned
+        out = buf[:, :n]
+        assert call(out=out) is out
+        check(out, ref, dtype)
+        assert buf[:, n].isnan().all(), "wrote past the out view"
 
 
 @gpu
@@ -472,12 +511,12 @@ def test_mm_grad(dtype, out_dtype):
 
 
 @gpu
-@pytest.mark.parametrize("kind", ["bias", "full"])
+@pytest.mark.parametrize("kind", ["bias", "full", "full_colmajor"])
 @pytest.mark.parametrize("activation", list(ACTS))
 def test_addmm_grad(activation, kind):
     m, n, k = 129, 127, 131
     beta, alpha = (1, 1) if kind == "bias" else (0.5, -1.5)
-    input = randn(*INPUT_SHAPES[kind](m, n))
+    input = INPUTS[kind](m, n, torch.bfloat16)
     grads_vs_reference(
         lambda i, a, b: cute_gemm.addmm(i, a, b, beta=beta, alpha=alpha, activation=activation),
         lambda i, a, b: addmm_ref(i, a, b, beta, alpha, activation),

@@ -258,23 +258,28 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
 
-      // Epilogue, on this warpgroup's 64-row slice: bias/C term, scaling and activation on the
-      // fp32 accumulators (addmm), then the stores.
-      if (p.epilogue_math()) apply_epilogue<T>(acc, tCcC, row0, col0, p);
-      if (Tr::kStageC && p.c_vector_ok) {
-        const bool leader = ctid % 128 == 0;
-        // A compile-time loop: a runtime chunk index would put acc in local memory.
-        for_each(make_int_sequence<kChunks>{}, [&](auto j) {
-          constexpr int buf = decltype(j)::value % 2;
+      // Epilogue, on this warpgroup's 64-row slice, one 64-column chunk at a time: bias/C term,
+      // scaling and activation on the chunk's fp32 accumulators (addmm), then its stores. The
+      // chunk loop is not unrolled (one copy of the epilogue math, which keeps ptxas time in what
+      // the CI can build); instead each chunk in turn is moved into chunk 0's registers, whose
+      // indices and coordinates are compile-time constants, so nothing goes to local memory.
+      Tensor v = make_tensor(acc.data(), make_layout(Int<kChunkValues>{}));  // chunk 0's values
+      const bool math = p.epilogue_math();
+#pragma unroll 1
+      for (int j = 0; j < kChunks; ++j) {
+        const int ccol0 = col0 + j * Tr::kChunkN;
+        // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are 64 j columns further.
+        if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, p);
+        if (Tr::kStageC && p.c_vector_ok) {
+          const bool leader = ctid % 128 == 0;
+          const int buf = j & 1;
           // The store that last read this buffer (two chunks ago, maybe in the previous tile;
           // with one chunk per tile, the previous tile's) must have finished reading before
           // anyone overwrites it.
           if (leader) tma_store_wait<(kChunks > 1 ? 1 : 0)>();
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
           CUTE_UNROLL
-          for (int i = 0; i < kChunkValues; ++i) {
-            rC(i) = CT(acc_chunks(i, j));
-          }
+          for (int i = 0; i < kChunkValues; ++i) rC(i) = CT(v(i));
           copy(r2s, tRSrC, tRSsC(_, _, _, buf));
           tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
           cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
@@ -287,12 +292,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
             copy(params.tma_c, tTsC, tTgC);
             tma_store_arrive();
           }
-        });
-      } else if (p.c_f32) {
-        store_direct(acc, tCcC, row0, col0, static_cast<float*>(p.c) + tile.l * p.batch_c, p);
-      } else {
-        // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
-        store_direct(acc, tCcC, row0, col0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
+        } else if (p.c_f32) {
+          store_direct(v, tCcC, row0, ccol0, static_cast<float*>(p.c) + tile.l * p.batch_c, p);
+        } else {
+          // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
+          store_direct(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
+        }
+        // The next chunk into chunk 0's registers (the accumulators are cleared for the next tile).
+        CUTE_UNROLL
+        for (int c = 0; c + 1 < kChunks; ++c) {
+          CUTE_UNROLL
+          for (int i = 0; i < kChunkValues; ++i) acc_chunks(i, c) = acc_chunks(i, c + 1);
+        }
       }
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
