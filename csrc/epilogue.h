@@ -4,6 +4,8 @@
 // accumulators (fp32 output, out_dtype=float32).
 #pragma once
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 
 #include "gemm_params.h"
@@ -20,7 +22,7 @@ CUTE_DEVICE float activate(float v) {
     const float inner = 0.79788456080286536f * (v + 0.044715f * v * v * v);
     return 0.5f * v * (1.f + tanhf(inner));
   } else if constexpr (A == Activation::kSilu) {
-    return v / (1.f + __expf(-v));
+    return __fdividef(v, 1.f + __expf(-v));  // fast divide: -0 for v < -88 (1 + e^-v = inf), as torch
   } else {
     return v;
   }
@@ -109,10 +111,49 @@ CUTE_DEVICE void activate_chunk(V& v) {
   for (int i = 0; i < cute::size(v); ++i) v(i) = activate<A>(v(i));
 }
 
-// act(alpha * v + beta * X) on one chunk (see add_x_chunk); T: the operands' element type.
+// A 16-bit bias (x_ldm == 0, x_ldn == 1, a 4-byte aligned base: the host makes it so) held in
+// registers across the main loop: lane L of every warp loads columns (2L, 2L + 1) of each
+// 64-column chunk of the tile as one 32-bit pair when the tile starts, so the loads' latency
+// hides under the main loop; the epilogue fetches each value's pair from its lane with a shuffle.
+// (Loaded per chunk in the epilogue, the bias cost 25 % of the GEMM at 4096x14336x4096: the
+// tensor cores wait on each chunk's loads.)
+template <class T>
+CUTE_DEVICE uint32_t load_bias_pair(const GemmParams& p, int col) {
+  const T* bias = static_cast<const T*>(p.x);
+  if (col + 1 < p.n) return __ldg(reinterpret_cast<const unsigned int*>(bias + col));
+  if (col < p.n) return __ldg(reinterpret_cast<const unsigned short*>(bias + col));
+  return 0u;
+}
+
+template <class T>
+CUTE_DEVICE float pair_half(uint32_t pair, int half) {
+  const uint32_t bits = half ? pair >> 16 : pair & 0xffffu;
+  if constexpr (sizeof(T) == 2 && std::is_same_v<T, cutlass::half_t>) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  } else {
+    return __uint_as_float(bits << 16);  // bfloat16: the top half of a float
+  }
+}
+
+// v(i) = alpha * v(i) + beta * bias(col): the chunk's bias pairs are in `pair` of lanes 0..31.
 template <class T, class V, class Coord>
-CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, const GemmParams& p) {
-  if (p.x != nullptr) {
+CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const GemmParams& p) {
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(v); ++i) {
+    const int c = cute::get<1>(coord(i));  // column within the chunk (chunk 0's coordinates)
+    const uint32_t held = __shfl_sync(0xffffffffu, pair, c >> 1);
+    v(i) = p.alpha * v(i) + p.beta * pair_half<T>(held, c & 1);
+  }
+}
+
+// act(alpha * v + beta * X) on one chunk (see add_x_chunk); T: the operands' element type.
+// bias16: X is a 16-bit bias whose pairs for this chunk are in `pair` (see load_bias_pair).
+template <class T, class V, class Coord>
+CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, bool bias16, uint32_t pair,
+                                const GemmParams& p) {
+  if (bias16) {
+    add_bias_pairs<T>(v, coord, pair, p);
+  } else if (p.x != nullptr) {
     if (p.x_f32) {
       add_x_chunk<float>(v, coord, row0, col0, p);
     } else {

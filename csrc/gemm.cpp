@@ -319,18 +319,24 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
 
   // addmm's input X (M, N). A stride of a dimension of size 1 does not matter. The SM90 epilogue
-  // reads X as rows (x_ldn == 1) of a bounded stride (epilogue.h): any other X is copied to that
-  // form first (an (M, 1) column, a column-major C), and rows too long for it (N >= 2^24 with
-  // M > 1) take torch's path.
+  // reads X as rows (x_ldn == 1) of a bounded stride, and a 16-bit bias row in 4-byte pairs
+  // (epilogue.h): a bias row is copied once to a fresh (aligned) buffer if it is strided or
+  // misaligned; any other X that does not fit (an (M, 1) column, a column-major C) is copied to
+  // rows first, and rows too long for the epilogue (N >= 2^24 with M > 1) take torch's path.
   at::Tensor x;
   int64_t x_ldm = 0, x_ldn = 1;
   if (ep.x.defined() && ep.beta != 0.0) {
     x = ep.x;
     x_ldm = M == 1 ? 0 : x.stride(0);
     x_ldn = N == 1 ? 1 : x.stride(1);
-    if (sm90 && (x_ldn != 1 || x_ldm >= kMaxChunkXRowStride)) {
+    if (sm90 && x_ldm == 0 && (x_ldn != 1 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 4 != 0)) {
+      at::Tensor row = at::empty({N}, x.options());
+      row.copy_(x[0]);
+      x = row.expand({M, N});
+      x_ldn = 1;
+    } else if (sm90 && (x_ldn != 1 || x_ldm >= kMaxChunkXRowStride)) {
       x = x.contiguous();
-      x_ldm = M == 1 ? 0 : x.stride(0);
+      x_ldm = x.stride(0);
       x_ldn = 1;
       if (x_ldm >= kMaxChunkXRowStride) {
         out3.copy_(torch_math(a3, b3, ep));
@@ -370,8 +376,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.batch_a = A.batch_stride;
   p.batch_b = B.batch_stride;
   p.batch_c = batch == 1 ? p.ldc * rows : target.stride(0);
-  // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers).
-  p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
+  // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers),
+  // and rows of whole 16-byte units: on the H100 the TMA store of a row's last partial unit also
+  // wrote the unit's elements past N (an out= view with padded rows, device run 2 of session 5).
+  p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 && N % kVec == 0 &&
                   p.batch_c % kVec == 0 && p.batch_c > 0;
   p.c_f32 = c_f32;
   if (x.defined()) {
@@ -416,14 +424,17 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // below), so the counters serve one launch only.
   const int forced_splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
   at::Tensor workspace;
+  int64_t sm90_tiles = 0;  // SM90: block tiles of one batch
   if (sm90) {
-    const int forced = forced_splits;
     const sm90::TileConfig& tc = sm90::kConfigs[cfg];
-    p.splits = forced > 0 ? int(std::min<int64_t>(forced, (K + tc.bk - 1) / tc.bk))
-                          : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, prop->multiProcessorCount);
+    sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
+    p.splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, (K + tc.bk - 1) / tc.bk))
+                                 : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, prop->multiProcessorCount);
+    TORCH_CHECK_VALUE(p.splits == 1 || sm90_tiles * batch * p.splits <= std::numeric_limits<int>::max(),
+                      "cute_gemm: CUTE_GEMM_SPLITS=", p.splits, " makes more than 2^31 units of work for ", batch,
+                      " batches of ", sm90_tiles, " tiles; use fewer splits");
     if (p.splits > 1) {
-      const int64_t tiles = (p.m + tc.bm * tc.cluster_m - 1) / (tc.bm * tc.cluster_m) * tc.cluster_m *
-                            ((p.n + tc.bn - 1) / tc.bn) * batch;
+      const int64_t tiles = sm90_tiles * batch;
       const int64_t partials = tiles * p.splits * tc.bm * tc.bn;
       workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
       p.workspace = workspace.data_ptr<float>();
@@ -431,10 +442,12 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       C10_CUDA_CHECK(cudaMemsetAsync(p.flags, 0, tiles * sizeof(int), stream));
     }
   }
-  // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1: launch the
-  // batches in slices that fit.
+  // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
+  // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit (a
+  // split problem never needs it: its tiles fit on the GPU, or the check above failed).
   const int64_t per_launch =
-      sm90 ? batch : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
+      sm90 ? (p.splits > 1 ? batch : std::max<int64_t>(1, std::numeric_limits<int>::max() / sm90_tiles))
+           : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
   TORCH_INTERNAL_ASSERT(p.splits == 1 || per_launch == batch, "split-K counters serve one launch");
   for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
     GemmParams q = p;

@@ -17,12 +17,15 @@ struct TileCoord {
 // Grouped ("GROUP_SIZE_M") order: consecutive block ids fill a column of `group` tile rows before
 // moving to the next column, so the blocks resident at one time share a few A row-panels and
 // B column-panels in L2 instead of streaming all of B for every row of tiles.
-CUTE_GEMM_HOST_DEVICE TileCoord grouped_tile(int64_t pid, int num_m, int num_n, int group) {
-  const int64_t num_in_group = int64_t(group) * num_n;
-  const int64_t first_m = (pid / num_in_group) * group;
-  const int64_t rows_left = num_m - first_m;
-  const int64_t gsize = rows_left < group ? rows_left : group;  // the last group may be short
-  const int64_t local = pid % num_in_group;
+// Index: int64_t, or int where the caller knows the tile count fits (32-bit division is a few
+// instructions, 64-bit division a subroutine with its own registers).
+template <class Index>
+CUTE_GEMM_HOST_DEVICE TileCoord grouped_tile(Index pid, int num_m, int num_n, int group) {
+  const Index num_in_group = Index(group) * num_n;
+  const Index first_m = (pid / num_in_group) * group;
+  const Index rows_left = num_m - first_m;
+  const Index gsize = rows_left < group ? rows_left : group;  // the last group may be short
+  const Index local = pid % num_in_group;
   return {int(first_m + local % gsize), int(local / gsize)};
 }
 

@@ -321,6 +321,21 @@ def test_mm_into_strided_out_leaves_the_rest_alone(dtype):
 
 
 @gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_mm_into_padded_rows_writes_nothing_else(dtype):
+    # out= a view of a larger buffer, written in place: rows of n + 1 elements (element stores)
+    # or of a multiple of 16 bytes (TMA / vector stores) with a partial 16-byte unit past n.
+    for m, n, k in [(129, 127, 200), (129, 128, 200), (64, 63, 64), (300, 1031, 72)]:
+        a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+        for pad in (1, 8 - n % 8 + 8):
+            buf = nan_out((m + 1, n + pad), dtype)
+            out = buf[:m, :n]
+            assert cute_gemm.mm(a, b, out=out) is out
+            check(out, a.double() @ b.double(), dtype)
+            assert buf[:, n:].isnan().all() and buf[m].isnan().all(), ("wrote past the out view", m, n, pad)
+
+
+@gpu
 @pytest.mark.parametrize("make, exc, pattern", [
     (lambda a, b: dict(out=nan_out((64, 40), a.dtype)), ValueError, r"mm: .*out"),
     (lambda a, b: dict(out=nan_out((64, 48), torch.float32)), TypeError, r"mm: .*out"),
@@ -344,7 +359,8 @@ INPUT_SHAPES = {"bias": lambda m, n: (n,), "row": lambda m, n: (1, n), "column":
 INPUTS = {**{kind: (lambda shape: lambda m, n, dtype: randn(*shape(m, n), dtype=dtype))(shape)
              for kind, shape in INPUT_SHAPES.items()},
           "full_colmajor": lambda m, n, dtype: randn(n, m, dtype=dtype).t(),
-          "bias_strided": lambda m, n, dtype: randn(2 * n, dtype=dtype)[::2]}
+          "bias_strided": lambda m, n, dtype: randn(2 * n, dtype=dtype)[::2],
+          "bias_offset": lambda m, n, dtype: randn(n + 1, dtype=dtype)[1:]}  # 2-byte aligned
 
 
 @gpu
@@ -387,7 +403,7 @@ SM90_CONFIG_NAMES = config_names(Path(__file__).resolve().parents[1] / "csrc" / 
 
 @gpu
 @pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
-@pytest.mark.parametrize("kind", ["bias", "full", "full_colmajor", "column"])
+@pytest.mark.parametrize("kind", ["bias", "bias_offset", "full", "full_colmajor", "column"])
 def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
     """The sm90 epilogue walks a tile's accumulators in 64-column chunks: every tile config, on
     shapes with several tiles per block and edge tiles in M and N, for the TMA-store path, the
@@ -403,14 +419,20 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
         input = INPUTS[kind](m, n, dtype)
         beta, alpha = (1, 1) if kind == "bias" else (0.5, -1.5)
         ref = addmm_ref(input, a, b, beta, alpha, activation)
+        if kind == "bias":  # a float32 bias with float32 output
+            check(cute_gemm.addmm(input.float(), a, b, activation=activation, out_dtype=torch.float32), ref,
+                  torch.float32)
         call = lambda **kw: cute_gemm.addmm(input, a, b, beta=beta, alpha=alpha, activation=activation, **kw)
         check(poisoned(call, (m, n), dtype), ref, dtype)
         check(call(out_dtype=torch.float32), ref, torch.float32)
-        buf = nan_out((m, n + 1), dtype)  # rows of n + 1 elements: not 16-byte aligned
-        out = buf[:, :n]
-        assert call(out=out) is out
-        check(out, ref, dtype)
-        assert buf[:, n].isnan().all(), "wrote past the out view"
+        # Rows of n + 1 elements (not 16-byte aligned: element stores), and of a multiple of 8
+        # elements past n (16-byte rows, a partial 16-byte unit at each row's end).
+        for pad in (1, 8 - n % 8 + 8):
+            buf = nan_out((m + 1, n + pad), dtype)
+            out = buf[:m, :n]
+            assert call(out=out) is out
+            check(out, ref, dtype)
+            assert buf[:, n:].isnan().all() and buf[m].isnan().all(), "wrote past the out view"
 
 
 @gpu

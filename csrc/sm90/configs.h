@@ -23,6 +23,13 @@ inline constexpr TileConfig kConfigs[] = {
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+// Output tiles of one batch that blocks compute, counting a cluster's blocks past M (a cluster
+// covers cluster_m tile rows): the kernel's unit count and the split-K workspace's tile count.
+inline long long block_tiles(int m, int n, const TileConfig& c) {
+  const long long rows = (m + c.bm - 1) / c.bm;
+  return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((n + c.bn - 1) / c.bn);
+}
+
 // Host rule, from the H100 runs in docs/tuning.md: with at least two waves of 128x256 tiles the
 // 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
 // 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);

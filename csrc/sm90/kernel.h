@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <cuda_runtime.h>
 
 #include <cute/arch/cluster_sm90.hpp>
@@ -93,12 +94,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
   const int num_cm = (num_m + kCluster - 1) / kCluster;
-  const int64_t batch_tiles = int64_t(num_cm) * num_n;  // cluster tiles of one batch
-  const int64_t num_cluster_tiles = batch_tiles * p.batch;
+  // Tile and unit counts are 32-bit: the host launches fewer than 2^31 units (sm90::run).
+  const int batch_tiles = num_cm * num_n;  // cluster tiles of one batch
+  const int num_cluster_tiles = batch_tiles * p.batch;
   const int group = std::max(p.group_m / kCluster, 1);
-  const int64_t first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
+  const int first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
   // Cluster tile t: batch t / batch_tiles, then the grouped order within the batch.
-  auto tile_of = [&](int64_t t) {
+  auto tile_of = [&](int t) {
     const TileCoord c = grouped_tile(t % batch_tiles, num_cm, num_n, group);
     return BatchTile{c.m * kCluster + rank, c.n, int(t / batch_tiles)};
   };
@@ -108,7 +110,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   // sums all of them in slice order and runs the epilogue. Nobody waits for another block (no
   // deadlock, whatever is resident), and the sum's order is fixed (bitwise reproducible).
   const int splits = p.splits;
-  const int64_t num_units = num_cluster_tiles * splits;
+  const int num_units = num_cluster_tiles * splits;
   auto k_begin = [&](int s) { return int(int64_t(s) * k_tiles / splits); };
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -121,9 +123,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
-      for (int64_t u = first; u < num_units; u += step) {
+      for (int u = first; u < num_units; u += step) {
         const BatchTile tile = tile_of(u / splits);
-        const int slice = int(u % splits);
+        const int slice = u % splits;
         Tensor gA = local_tile(mA(_, _, tile.l), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB(_, _, tile.l), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
@@ -192,9 +194,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
     };
-    for (int64_t u = first; u < num_units; u += step) {
+    // A 16-bit bias: this tile's pairs, loaded before the main loop (epilogue.h, load_bias_pair).
+    const bool bias16 = Tr::kStageC && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
+    for (int u = first; u < num_units; u += step) {
       const BatchTile tile = tile_of(u / splits);
-      const int slice = int(u % splits);
+      const int slice = u % splits;
 
       // Main loop: wait for a slot, issue its WGMMAs, then wait until only this batch is in
       // flight, so the previous batch's slot can go back to the producer while the tensor cores
@@ -221,13 +225,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       if (prev_stage >= 0) release(prev_stage);
 
       const int row0 = tile.m * kBM, col0 = tile.n * kBN;
+      uint32_t bias_pairs[kChunks] = {};
+      if (bias16) {
+        CUTE_UNROLL
+        for (int c = 0; c < kChunks; ++c) bias_pairs[c] = load_bias_pair<T>(p, col0 + c * Tr::kChunkN + 2 * (ctid % 32));
+      }
       if (splits > 1) {
         // This block's tile, numbered across the cluster and the batch, and its partials: one
         // kBM x kBN fp32 slot per slice, value i of consumer thread ctid at i * kThreadsC + ctid
         // (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA atom: warps whose
         // rows all lie past M (small M, decode) neither write nor read them.
         constexpr int kThreadsC = 128 * Tr::kConsumers;
-        const int64_t tile_id = (u / splits) * kCluster + rank;
+        const int64_t tile_id = int64_t(u / splits) * kCluster + rank;
         float* slots = p.workspace + tile_id * splits * int64_t(kBM * kBN) + ctid;
         const bool rows_inside = row0 + consumer * Tr::kRowsPerConsumer + (ctid % 128) / 32 * 16 < p.m;
         if (rows_inside) {
@@ -269,7 +278,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       for (int j = 0; j < kChunks; ++j) {
         const int ccol0 = col0 + j * Tr::kChunkN;
         // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are 64 j columns further.
-        if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, p);
+        if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[0], p);
         if (Tr::kStageC && p.c_vector_ok) {
           const bool leader = ctid % 128 == 0;
           const int buf = j & 1;
@@ -303,6 +312,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         for (int c = 0; c + 1 < kChunks; ++c) {
           CUTE_UNROLL
           for (int i = 0; i < kChunkValues; ++i) acc_chunks(i, c) = acc_chunks(i, c + 1);
+          bias_pairs[c] = bias_pairs[c + 1];
         }
       }
     }
@@ -373,8 +383,9 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     }
     resident = std::min<long long>(resident, clusters);
   }
-  const long long num_m = (p.m + Tr::kBM - 1) / Tr::kBM, num_n = (p.n + Tr::kBN - 1) / Tr::kBN;
-  const long long units = (num_m + Tr::kCluster - 1) / Tr::kCluster * num_n * p.batch * p.splits;
+  // Units: (cluster tile, K slice) pairs; the host keeps their count below 2^31 (32-bit ids).
+  const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
+  if (units * Tr::kCluster > std::numeric_limits<int>::max()) return cudaErrorInvalidValue;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
