@@ -268,20 +268,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
 
       // Epilogue, on this warpgroup's 64-row slice, one 64-column chunk at a time: bias/C term,
-      // scaling and activation on the chunk's fp32 accumulators (addmm), then its stores. The
-      // chunk loop is not unrolled (one copy of the epilogue math, which keeps ptxas time in what
-      // the CI can build); instead each chunk in turn is moved into chunk 0's registers, whose
-      // indices and coordinates are compile-time constants, so nothing goes to local memory.
-      Tensor v = make_tensor(acc.data(), make_layout(Int<kChunkValues>{}));  // chunk 0's values
+      // scaling and activation on the chunk's fp32 accumulators (addmm), then its stores. A
+      // compile-time loop: every index and coordinate is a constant, so the values stay in
+      // registers (a runtime chunk index would put the accumulators in local memory), and each
+      // chunk's registers are free once it is stored.
       const bool math = p.epilogue_math();
-#pragma unroll 1
-      for (int j = 0; j < kChunks; ++j) {
+      for_each(make_int_sequence<kChunks>{}, [&](auto jc) {
+        constexpr int j = decltype(jc)::value;
+        Tensor v = acc_chunks(_, j);
         const int ccol0 = col0 + j * Tr::kChunkN;
         // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are 64 j columns further.
-        if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[0], p);
+        if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
         if (Tr::kStageC && p.c_vector_ok) {
           const bool leader = ctid % 128 == 0;
-          const int buf = j & 1;
+          constexpr int buf = j % 2;
           // The store that last read this buffer (two chunks ago, maybe in the previous tile;
           // with one chunk per tile, the previous tile's) must have finished reading before
           // anyone overwrites it.
@@ -307,14 +307,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
           store_direct(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
         }
-        // The next chunk into chunk 0's registers (the accumulators are cleared for the next tile).
-        CUTE_UNROLL
-        for (int c = 0; c + 1 < kChunks; ++c) {
-          CUTE_UNROLL
-          for (int i = 0; i < kChunkValues; ++i) acc_chunks(i, c) = acc_chunks(i, c + 1);
-          bias_pairs[c] = bias_pairs[c + 1];
-        }
-      }
+      });
     }
     // The TMA store reads shared memory asynchronously: finish before the block exits.
     if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
