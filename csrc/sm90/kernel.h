@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
     };
-    // A 16-bit bias: this tile's pairs, loaded before the main loop (epilogue.h, load_bias_pair).
+    // A 16-bit bias: the tile's pairs are loaded when its epilogue starts (epilogue.h, load_bias_pair).
     const bool bias16 = Tr::kStageC && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
     for (int u = first; u < num_units; u += step) {
       const BatchTile tile = tile_of(u / splits);

@@ -1,0 +1,74 @@
+"""A small run of every kernel path for compute-sanitizer (scripts/sanitize.sh): both families,
+every sm90 tile config, the four layouts, the fused epilogue (bias, full C, activation), fp32
+output, unaligned C rows, split-K, TF32 and bmm; each result is checked against torch in float64.
+Shapes are small: under the sanitizer every launch is slow."""
+
+import itertools
+import os
+import sys
+
+import torch
+
+import cute_gemm
+
+
+def check(got, a, b, ref=None):
+    ref = a.double() @ b.double() if ref is None else ref
+    err = ((got.double() - ref).norm() / ref.norm()).item()
+    assert err < 2e-2, err
+
+
+def operand(rows, cols, major, dtype):
+    x = torch.randn(rows, cols, device="cuda") if major == "n" else torch.randn(cols, rows, device="cuda").t()
+    return x.to(dtype)
+
+
+def run_case(m, n, k, layout, dtype):
+    a, b = operand(m, k, layout[0], dtype), operand(k, n, layout[1], dtype)
+    check(cute_gemm.mm(a, b), a, b)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
+    check(cute_gemm.addmm(bias, a, b, activation="gelu"), a, b, ref)
+    c = torch.randn(m, n, device="cuda").to(dtype)
+    check(cute_gemm.addmm(c, a, b, beta=0.5), a, b, a.double() @ b.double() + 0.5 * c.double())
+    check(cute_gemm.mm(a, b, out_dtype=torch.float32), a, b)
+    buf = torch.full((m, n + 1), float("nan"), device="cuda", dtype=dtype)
+    check(cute_gemm.mm(a, b, out=buf[:, :n]), a, b)
+
+
+def main():
+    torch.manual_seed(0)
+    shapes = [(300, 520, 200), (129, 1031, 64)]
+    cases = 0
+    families = ["sm90", "sm80"] if torch.cuda.get_device_capability() == (9, 0) else ["sm80"]
+    for family in families:
+        os.environ["CUTE_GEMM_FAMILY"] = family
+        configs = range(4) if family == "sm90" else [None]
+        quick = os.environ.get("SANITIZE_QUICK") == "1"  # one layout and dtype (racecheck is slow)
+        layouts = ["nt"] if quick else ["nn", "nt", "tn", "tt"]
+        dtypes = [torch.bfloat16] if quick else [torch.bfloat16, torch.float16]
+        for config, layout, dtype in itertools.product(configs, layouts, dtypes):
+            if config is not None:
+                os.environ["CUTE_GEMM_SM90_CONFIG"] = str(config)
+            for m, n, k in shapes:
+                run_case(m, n, k, layout, dtype)
+                cases += 1
+        os.environ.pop("CUTE_GEMM_SM90_CONFIG", None)
+        # Split-K (sm90), TF32, bmm with a shared weight.
+        if family == "sm90":
+            os.environ["CUTE_GEMM_SPLITS"] = "3"
+            run_case(16, 1024, 2048, "nt", torch.bfloat16)
+            os.environ.pop("CUTE_GEMM_SPLITS")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a, b = torch.randn(129, 200, device="cuda"), torch.randn(200, 257, device="cuda")
+        check(cute_gemm.mm(a, b), a, b)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        a3, w = torch.randn(3, 65, 96, device="cuda").bfloat16(), torch.randn(96, 130, device="cuda").bfloat16()
+        check(cute_gemm.bmm(a3, w.expand(3, 96, 130)), a3, w)
+        cases += 3
+    torch.cuda.synchronize()
+    print(f"sanitize_cases: {cases} cases passed ({', '.join(families)})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
