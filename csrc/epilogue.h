@@ -116,8 +116,7 @@ CUTE_DEVICE void activate_chunk(V& v) {
 // each 64-column chunk of the tile as one 32-bit pair, all chunks at once (one load latency per
 // tile), and the epilogue fetches each value's pair from its lane with a shuffle. (Loaded per
 // chunk and per value, the bias cost 25 % of the GEMM at 4096x14336x4096: the tensor cores
-// waited on each chunk's loads. Loaded before the main loop, the pairs stay live through it and
-// one kernel spilled.)
+// waited on each chunk's loads.)
 template <class T>
 CUTE_DEVICE uint32_t load_bias_pair(const GemmParams& p, int col) {
   const T* bias = static_cast<const T*>(p.x);
