@@ -28,6 +28,19 @@ CUTE_DEVICE float activate(float v) {
   }
 }
 
+// f(std::integral_constant<Activation, A>{}) for the runtime activation a (not called for none):
+// one switch for every form of the epilogue.
+template <class F>
+CUTE_DEVICE void with_activation(Activation a, F&& f) {
+  switch (a) {
+    case Activation::kRelu: f(std::integral_constant<Activation, Activation::kRelu>{}); break;
+    case Activation::kGelu: f(std::integral_constant<Activation, Activation::kGelu>{}); break;
+    case Activation::kGeluTanh: f(std::integral_constant<Activation, Activation::kGeluTanh>{}); break;
+    case Activation::kSilu: f(std::integral_constant<Activation, Activation::kSilu>{}); break;
+    default: break;
+  }
+}
+
 // v[i] = alpha * v[i] + beta * X(coord(i)), X of element type XT. Unrolled by 16, so that 16
 // independent X loads are in flight at a time (one at a time, the loop waited on each load's
 // latency in turn: ~0.7 ms at 4096x14336x4096, docs/tuning.md).
@@ -71,13 +84,7 @@ CUTE_DEVICE void apply_epilogue(Acc& acc, Coord const& coord, int row0, int col0
 #pragma unroll 8
     for (int i = 0; i < kSize; ++i) v[i] *= p.alpha;
   }
-  switch (p.act) {
-    case Activation::kRelu: activate_all<Activation::kRelu>(v); break;
-    case Activation::kGelu: activate_all<Activation::kGelu>(v); break;
-    case Activation::kGeluTanh: activate_all<Activation::kGeluTanh>(v); break;
-    case Activation::kSilu: activate_all<Activation::kSilu>(v); break;
-    default: break;
-  }
+  with_activation(p.act, [&](auto a) { activate_all<decltype(a)::value>(v); });
   CUTE_UNROLL
   for (int i = 0; i < kSize; ++i) acc(i) = v[i];
 }
@@ -163,13 +170,7 @@ CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, bo
     CUTE_UNROLL
     for (int i = 0; i < cute::size(v); ++i) v(i) *= p.alpha;
   }
-  switch (p.act) {
-    case Activation::kRelu: activate_chunk<Activation::kRelu>(v); break;
-    case Activation::kGelu: activate_chunk<Activation::kGelu>(v); break;
-    case Activation::kGeluTanh: activate_chunk<Activation::kGeluTanh>(v); break;
-    case Activation::kSilu: activate_chunk<Activation::kSilu>(v); break;
-    default: break;
-  }
+  with_activation(p.act, [&](auto a) { activate_chunk<decltype(a)::value>(v); });
 }
 
 // Bounded element stores of a thread's values straight from registers to C(M, N) of element

@@ -277,8 +277,9 @@ double real_scalar(const char* op, const char* name, const at::Scalar& v) {
 // The whole computation with torch's own ops, in fp32: float32 inputs without a TF32 kernel
 // (torch.mm's own precision rules then apply) and K = 0. a3 (L, M, K), b3 (L, K, N).
 at::Tensor torch_math(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep) {
+  // 16-bit inputs are multiplied in fp32 too: the kernels' epilogue sees unrounded products.
   at::Tensor z = a3.size(2) == 0 ? at::zeros({a3.size(0), a3.size(1), b3.size(2)}, a3.options().dtype(at::kFloat))
-                                 : at::bmm(a3, b3).to(at::kFloat);
+                                 : at::bmm(a3.to(at::kFloat), b3.to(at::kFloat));
   if (ep.alpha != 1.0) z.mul_(ep.alpha);
   if (ep.x.defined()) z.add_(ep.x.to(at::kFloat), ep.beta);
   switch (ep.act) {
@@ -377,10 +378,12 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.batch_b = B.batch_stride;
   p.batch_c = batch == 1 ? p.ldc * rows : target.stride(0);
   // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers),
-  // and rows of whole 16-byte units: on the H100 the TMA store of a row's last partial unit also
-  // wrote the unit's elements past N (an out= view with padded rows, device run 2 of session 5).
-  p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 && N % kVec == 0 &&
-                  p.batch_c % kVec == 0 && p.batch_c > 0;
+  // and for the SM90 family's TMA store rows of whole 16-byte units: on the H100 the TMA store of
+  // a row's last partial unit also wrote the unit's elements past N (an out= view with padded
+  // rows, device run 2 of session 5). The SM80 family's vector stores bound the last unit per
+  // element.
+  p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
+                  (!sm90 || N % kVec == 0) && p.batch_c % kVec == 0 && p.batch_c > 0;
   p.c_f32 = c_f32;
   if (x.defined()) {
     p.x = x.data_ptr();
@@ -446,7 +449,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit (a
   // split problem never needs it: its tiles fit on the GPU, or the check above failed).
   const int64_t per_launch =
-      sm90 ? (p.splits > 1 ? batch : std::max<int64_t>(1, std::numeric_limits<int>::max() / sm90_tiles))
+      sm90 ? (p.splits > 1 ? batch
+                           : std::max<int64_t>(1, (std::numeric_limits<int>::max() - p.grid_limit) / sm90_tiles))
            : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
   TORCH_INTERNAL_ASSERT(p.splits == 1 || per_launch == batch, "split-K counters serve one launch");
   for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {

@@ -150,6 +150,12 @@ def test_split_k_epilogue(splits, monkeypatch):
     z = a.double() @ b.double() + bias.double()
     out = cute_gemm.addmm(bias, a, b, activation="gelu")
     assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
+    # N a multiple of 8: the TMA-store epilogue, in fp16.
+    a16, b16 = make_operand(m, k, "n", torch.float16), make_operand(k, 256, "t", torch.float16)
+    bias16 = torch.randn(256, device="cuda").to(torch.float16)
+    z16 = a16.double() @ b16.double() + bias16.double()
+    out16 = cute_gemm.addmm(bias16, a16, b16, activation="silu")
+    assert rel_err(out16, torch.nn.functional.silu(z16)) <= REL_BOUND[torch.float16]
     out32 = cute_gemm.mm(a, b, out_dtype=torch.float32)
     assert out32.dtype == torch.float32 and rel_err(out32, a.double() @ b.double()) <= 1e-4
     # TF32 (float32 inputs under allow_tf32) runs the same kernel with its own K tile.

@@ -378,7 +378,8 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   }
   // Units: (cluster tile, K slice) pairs; the host keeps their count below 2^31 (32-bit ids).
   const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
-  if (units * Tr::kCluster > std::numeric_limits<int>::max()) return cudaErrorInvalidValue;
+  // (and below 2^31 - grid, so that the blocks' `u += step` cannot overflow either)
+  if (units * Tr::kCluster > std::numeric_limits<int>::max() - p.grid_limit) return cudaErrorInvalidValue;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
