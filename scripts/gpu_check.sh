@@ -3,7 +3,7 @@
 # there, run the GPU tests and the benchmark, leave logs in $OUT. Run from the repository root:
 #   bash scripts/gpu_check.sh [pytest args] [-- bench args]
 # OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear benchmark
-# (OPS_BENCH=all for its defaults).
+# (OPS_BENCH=all for its defaults). BUILD_ONLY=1 stops after the build.
 # That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
 # .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
 set -uo pipefail
@@ -24,6 +24,7 @@ CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps 
   || { tail -n 80 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20
+[ "${BUILD_ONLY:-0}" = 1 ] && exit 0  # scripts/sanitize.sh builds through here
 
 # Time limits: a kernel that deadlocks must not eat the whole lease.
 timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 \
