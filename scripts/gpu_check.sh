@@ -3,7 +3,9 @@
 # there, run the GPU tests and the benchmark, leave logs in $OUT. Run from the repository root:
 #   bash scripts/gpu_check.sh [pytest args] [-- bench args]
 # OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear benchmark
-# (OPS_BENCH=all for its defaults). BUILD_ONLY=1 stops after the build.
+# (OPS_BENCH=all for its defaults). BUILD_ONLY=1 stops after the build; SKIP_BUILD=1 uses the
+# build a previous call left (a warm machine); SOAK=1 runs scripts/soak.py after the tests (10,000
+# calls on one thread, then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.
 # That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
 # .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
 set -uo pipefail
@@ -19,18 +21,28 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cu
 export CUTLASS_PATH=/tmp/site/cutlass_library/source
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv | tee "$OUT/gpu.txt"
 
-start=$(date +%s)
-CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.log" 2>&1 \
-  || { tail -n 80 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
-grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  start=$(date +%s)
+  CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.log" 2>&1 \
+    || { tail -n 80 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+  grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20
+fi
 [ "${BUILD_ONLY:-0}" = 1 ] && exit 0  # scripts/sanitize.sh builds through here
 
 # Time limits: a kernel that deadlocks must not eat the whole lease.
 timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -ra -p no:cacheprovider "${pytest_args[@]}" 2>&1 \
   | tee "$OUT/tests.log" | tail -n 15
-timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
-  | tee "$OUT/bench.log"
+if [ "${SOAK:-0}" = 1 ]; then
+  timeout "${SOAK_TIMEOUT:-300}" python3 -P scripts/soak.py --calls 10000 --max-seconds "${SOAK_SECONDS:-240}" --json "$OUT/soak.json" 2>&1 \
+    | grep -v "^  "
+  timeout "${SOAK_TIMEOUT:-300}" python3 -P scripts/soak.py --calls 4000 --threads 4 --seed 1 --max-seconds "${SOAK_SECONDS:-240}" \
+    --json "$OUT/soak_threads.json" 2>&1 | grep -v "^  "
+fi
+if [ "${NO_BENCH:-0}" != 1 ]; then
+  timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
+    | tee "$OUT/bench.log"
+fi
 if [ -n "${OPS_BENCH:-}" ]; then
   [ "$OPS_BENCH" = all ] && OPS_BENCH=""
   # shellcheck disable=SC2086
