@@ -16,10 +16,10 @@ TORCH_LIBRARY(cute_gemm, m) {
   m.def("mm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor");
   m.def("mm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");
   m.def(
-      "addmm(Tensor input, Tensor a, Tensor b, *, Scalar beta=1, Scalar alpha=1, str? activation=None, "
+      "addmm(Tensor input, Tensor a, Tensor b, *, float beta=1, float alpha=1, str? activation=None, "
       "ScalarType? out_dtype=None) -> Tensor");
   m.def(
-      "addmm.out(Tensor input, Tensor a, Tensor b, *, Scalar beta=1, Scalar alpha=1, str? activation=None, "
+      "addmm.out(Tensor input, Tensor a, Tensor b, *, float beta=1, float alpha=1, str? activation=None, "
       "ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");
   m.def("bmm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor");
   m.def("bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");

@@ -269,11 +269,6 @@ Activation parse_activation(const char* op, std::optional<c10::string_view> name
   return Activation::kNone;
 }
 
-double real_scalar(const char* op, const char* name, const at::Scalar& v) {
-  TORCH_CHECK_VALUE(!v.isComplex(), op, ": ", name, " must be a real number, got ", v.toComplexDouble());
-  return v.toDouble();
-}
-
 // The whole computation with torch's own ops, in fp32: float32 inputs without a TF32 kernel
 // (torch.mm's own precision rules then apply) and K = 0. a3 (L, M, K), b3 (L, K, N).
 at::Tensor torch_math(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep) {
@@ -358,10 +353,20 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const int64_t batch = a.size(0), rows = a.size(1);
 
   const bool c_f32 = out3.scalar_type() == at::kFloat;
-  at::Tensor target = c_in_place(c) ? c : at::empty(c.sizes(), c.options());
   const Operand A = prepare_operand(a, sm90, tf32);
   const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32);
   const int64_t kVec = vec_of(a);
+  // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
+  // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0) is computed into a scratch
+  // buffer with padded rows and copied out: one extra pass over C, cheaper than element stores
+  // from the accumulators (session 6, device run 4). CUTE_GEMM_C_SCRATCH=0 turns it off.
+  const bool rows_aligned = c_in_place(c) && reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 &&
+                            N % kVec == 0 && (rows == 1 || c.stride(1) % kVec == 0) &&
+                            (batch == 1 || c.stride(0) % kVec == 0);
+  const bool scratch = sm90 && !c_f32 && !tf32 && !rows_aligned && env_int("CUTE_GEMM_C_SCRATCH", 0, 1) != 0;
+  at::Tensor target = c_in_place(c) && !scratch ? c
+                      : scratch ? at::empty({batch, rows, round_up(N, kVec)}, c.options()).narrow(2, 0, N)
+                                : at::empty(c.sizes(), c.options());
 
   GemmParams p;
   p.a = A.ptr;
@@ -383,7 +388,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // rows, device run 2 of session 5). The SM80 family's vector stores bound the last unit per
   // element.
   p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
-                  (!sm90 || N % kVec == 0) && p.batch_c % kVec == 0 && p.batch_c > 0;
+                  (!sm90 || N % kVec == 0 || scratch) && p.batch_c % kVec == 0 && p.batch_c > 0;
   p.c_f32 = c_f32;
   if (x.defined()) {
     p.x = x.data_ptr();
@@ -433,7 +438,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
     p.splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, (K + tc.bk - 1) / tc.bk))
                                  : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, prop->multiProcessorCount);
-    TORCH_CHECK_VALUE(p.splits == 1 || sm90_tiles * batch * p.splits <= std::numeric_limits<int>::max(),
+    // The kernel's 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
+    TORCH_CHECK_VALUE(p.splits == 1 ||
+                          sm90_tiles * batch * p.splits <= std::numeric_limits<int>::max() - p.grid_limit,
                       "cute_gemm: CUTE_GEMM_SPLITS=", p.splits, " makes more than 2^31 units of work for ", batch,
                       " batches of ", sm90_tiles, " tiles; use fewer splits");
     if (p.splits > 1) {
@@ -488,8 +495,8 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::S
 
 namespace {
 
-Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                        const at::Scalar& alpha, std::optional<c10::string_view> activation, at::ScalarType dtype) {
+Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                        double alpha, std::optional<c10::string_view> activation, at::ScalarType dtype) {
   const int64_t M = a.size(0), N = b.size(1);
   TORCH_CHECK_VALUE(input.layout() == at::kStrided, "addmm: input must be a dense (strided) tensor, got layout ",
                     input.layout());
@@ -502,8 +509,11 @@ Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::
                     "addmm: input must broadcast to the result's shape (M, N) = ", shape_str({M, N}),
                     " (a bias of N elements, (1, N), (M, 1) or (M, N)), got shape ", shape_str(input.sizes()));
   Epilogue ep;
-  ep.alpha = real_scalar("addmm", "alpha", alpha);
-  ep.beta = real_scalar("addmm", "beta", beta);
+  // alpha and beta are floats in the schema: torch refuses a complex value before this runs. (As
+  // Scalars, a complex value crashed the process under torch 2.11 before any check of ours could
+  // raise: session 6, device runs 3 and 4.)
+  ep.alpha = alpha;
+  ep.beta = beta;
   ep.act = parse_activation("addmm", activation);
   if (ep.beta != 0.0) ep.x = input.expand({M, N});  // beta = 0: input ignored, NaN in it too (torch.addmm)
   return ep;
@@ -511,8 +521,8 @@ Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::
 
 }  // namespace
 
-at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                 const at::Scalar& alpha, std::optional<c10::string_view> activation,
+at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                 double alpha, std::optional<c10::string_view> activation,
                  std::optional<at::ScalarType> out_dtype) {
   const at::ScalarType dtype = check_pair("addmm", a, b, 2, out_dtype);
   const Epilogue ep = addmm_epilogue(input, a, b, beta, alpha, activation, dtype);
@@ -521,8 +531,8 @@ at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor&
   return out;
 }
 
-at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                      const at::Scalar& alpha, std::optional<c10::string_view> activation,
+at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                      double alpha, std::optional<c10::string_view> activation,
                       std::optional<at::ScalarType> out_dtype, at::Tensor& out) {
   const at::ScalarType dtype = check_pair("addmm", a, b, 2, out_dtype);
   const Epilogue ep = addmm_epilogue(input, a, b, beta, alpha, activation, dtype);

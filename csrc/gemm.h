@@ -14,11 +14,11 @@ namespace cute_gemm {
 //   bmm:   (B, M, K) @ (B, K, N) in one launch; batch strides may be 0
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
-at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                 const at::Scalar& alpha, std::optional<c10::string_view> activation,
+at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                 double alpha, std::optional<c10::string_view> activation,
                  std::optional<at::ScalarType> out_dtype);
-at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                      const at::Scalar& alpha, std::optional<c10::string_view> activation,
+at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                      double alpha, std::optional<c10::string_view> activation,
                       std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);

@@ -48,6 +48,10 @@ def addmm(input: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alph
     _require_tensor("addmm", "input", input)
     _require_tensor("addmm", "a", a)
     _require_tensor("addmm", "b", b)
+    for name, value in (("beta", beta), ("alpha", alpha)):
+        if isinstance(value, complex):
+            raise ValueError(f"addmm: {name} must be a real number, got the complex number {value.real} + "
+                             f"{value.imag}j")
     if out is None:
         return torch.ops.cute_gemm.addmm.default(input, a, b, beta=beta, alpha=alpha, activation=activation,
                                                  out_dtype=out_dtype)
