@@ -414,7 +414,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     bn = sm80::kConfigs[sm80::kTf32Config].bn;
   } else if (sm90) {
     const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
-    cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, batch, prop->multiProcessorCount);
+    cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, p.k, batch, prop->multiProcessorCount);
     launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
   } else {
     const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);

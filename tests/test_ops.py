@@ -115,9 +115,9 @@ def grads_vs_reference(fn, ref_fn, inputs):
 SCHEMAS = {
     "mm.default": "cute_gemm::mm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor",
     "mm.out": "cute_gemm::mm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
-    "addmm.default": "cute_gemm::addmm(Tensor input, Tensor a, Tensor b, *, float beta=1, float alpha=1, "
+    "addmm.default": "cute_gemm::addmm(Tensor input, Tensor a, Tensor b, *, float beta=1., float alpha=1., "
                      "str? activation=None, ScalarType? out_dtype=None) -> Tensor",
-    "addmm.out": "cute_gemm::addmm.out(Tensor input, Tensor a, Tensor b, *, float beta=1, float alpha=1, "
+    "addmm.out": "cute_gemm::addmm.out(Tensor input, Tensor a, Tensor b, *, float beta=1., float alpha=1., "
                  "str? activation=None, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
     "bmm.default": "cute_gemm::bmm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor",
     "bmm.out": "cute_gemm::bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",

@@ -20,6 +20,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 1 */ {128, 128, 64, 6, 2, 1, "128x128x64_s6_c2"},     // 2 x (64x128): deeper ring, twice the tiles
     /* 2 */ {128, 256, 64, 4, 2, 2, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
     /* 3 */ {128, 64, 64, 8, 2, 1, "128x64x64_s8_c2"},       // 2 x (64x64): small problems, 4x the tiles of row 0
+    /* 4 */ {64, 128, 64, 8, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -28,23 +29,6 @@ inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 inline long long block_tiles(int m, int n, const TileConfig& c) {
   const long long rows = (m + c.bm - 1) / c.bm;
   return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((n + c.bn - 1) / c.bn);
-}
-
-// Host rule, from the H100 runs in docs/tuning.md: with at least two waves of 128x256 tiles the
-// 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
-// 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);
-// below that the 128x128 tile with its deeper ring, which makes twice the blocks. 128x64 tiles
-// (session 4, run 7) for one row of tiles (64 < M <= 128) that 128x128 tiles would leave half
-// the SMs idle: B streams through twice the blocks with no split-K partials (128x8192x8192
-// 0.87x -> 0.98x, 128x4096x14336 0.98x -> 1.07x); and for problems of at most four 128x128
-// tiles (256^3 0.60x -> 0.70x). Decode rows (M <= 64) stream faster with 128x128 and split-K
-// (16x4096x4096 0.76x against 0.62x), taller problems with the larger tiles.
-inline int choose_config(int m, int n, long long batch, int num_sms) {
-  if (tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn) >= 2LL * num_sms) return 2;
-  if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
-  const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
-  if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
-  return 1;
 }
 
 // Split-K, from the H100 sweep in docs/tuning.md (session 4, run 5): when the tiles leave more
@@ -62,6 +46,31 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   s = s < 4 ? s : 4;
   s = s < k_tiles / 16 ? s : k_tiles / 16;
   return s > 1 ? int(s) : 1;
+}
+
+// Host rule, from the H100 runs in docs/tuning.md: with at least two waves of 128x256 tiles the
+// 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
+// 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);
+// below that the 128x128 tile with its deeper ring, which makes twice the blocks. 128x64 tiles
+// (session 4, run 7) for one row of tiles (64 < M <= 128) that 128x128 tiles would leave half
+// the SMs idle: B streams through twice the blocks with no split-K partials (128x8192x8192
+// 0.87x -> 0.98x, 128x4096x14336 0.98x -> 1.07x); and for problems of at most four 128x128
+// tiles (256^3 0.60x -> 0.70x). Session 4 also found split-K the way to stream decode rows
+// (16x4096x4096 0.76x against 0.62x unsplit). Session 6 (run 6):
+// rows M <= 64 take the one-consumer 64x128 tile (a 128-row tile computes a second, empty half):
+// 16x4096x4096 0.77x -> 0.85x, 16x14336x4096 0.93x -> 1.08x, 64x8192x8192 0.83x -> 0.89x; and
+// problems whose 128x128 tiles fill at most half the SMs and that split-K would not split (short
+// K) take it too, for twice the blocks: 1024^3 0.69x -> 0.74x, 574^3 0.97x -> 1.02x. Where split-K
+// applies (512x1024x8192: 0.81x against 0.70x) and on full GPUs (4096^3: 0.49x) it loses: one
+// consumer warpgroup keeps the tensor cores about half busy.
+inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
+  if (m <= 64) return 4;
+  if (tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn) >= 2LL * num_sms) return 2;
+  if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
+  const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
+  if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
+  if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) return 4;
+  return 1;
 }
 
 }  // namespace cute_gemm::sm90
