@@ -1,15 +1,20 @@
 """A small run of every kernel path for compute-sanitizer (scripts/sanitize.sh): both families,
 every sm90 tile config, the four layouts, the fused epilogue (bias, full C, activation), fp32
-output, unaligned C rows, split-K, TF32 and bmm; each result is checked against torch in float64.
+output, unaligned C rows (through the scratch buffer and from the accumulators), split-K, TF32
+and bmm; each result is checked against torch in float64.
 Shapes are small: under the sanitizer every launch is slow."""
 
 import itertools
 import os
 import sys
+from pathlib import Path
 
 import torch
 
 import cute_gemm
+from cute_gemm._build_paths import config_names
+
+SM90_CONFIGS = len(config_names(Path(__file__).resolve().parent.parent / "csrc" / "sm90" / "configs.h"))
 
 
 def check(got, a, b, ref=None):
@@ -43,7 +48,7 @@ def main():
     families = ["sm90", "sm80"] if torch.cuda.get_device_capability() == (9, 0) else ["sm80"]
     for family in families:
         os.environ["CUTE_GEMM_FAMILY"] = family
-        configs = range(4) if family == "sm90" else [None]
+        configs = range(SM90_CONFIGS) if family == "sm90" else [None]
         quick = os.environ.get("SANITIZE_QUICK") == "1"  # one layout and dtype (racecheck is slow)
         layouts = ["nt"] if quick else ["nn", "nt", "tn", "tt"]
         dtypes = [torch.bfloat16] if quick else [torch.bfloat16, torch.float16]
@@ -54,11 +59,16 @@ def main():
                 run_case(m, n, k, layout, dtype)
                 cases += 1
         os.environ.pop("CUTE_GEMM_SM90_CONFIG", None)
-        # Split-K (sm90), TF32, bmm with a shared weight.
+        # Split-K (sm90), unaligned C rows stored from the accumulators (no scratch buffer), TF32,
+        # bmm with a shared weight.
         if family == "sm90":
             os.environ["CUTE_GEMM_SPLITS"] = "3"
             run_case(16, 1024, 2048, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_SPLITS")
+            os.environ["CUTE_GEMM_C_SCRATCH"] = "0"
+            run_case(129, 1031, 64, "nt", torch.bfloat16)
+            os.environ.pop("CUTE_GEMM_C_SCRATCH")
+            cases += 1
         torch.backends.cuda.matmul.allow_tf32 = True
         a, b = torch.randn(129, 200, device="cuda"), torch.randn(200, 257, device="cuda")
         check(cute_gemm.mm(a, b), a, b)
