@@ -82,6 +82,8 @@ class Call:
         self.env = {}
         if knobs:
             family = rng.choices(["auto", "sm80", "sm90"], [60, 20, 20])[0]
+            if family == "sm90" and torch.cuda.get_device_capability() != (9, 0):
+                family = "auto"  # the sm90 family exists on sm_90 only
             if family != "auto":
                 self.env["CUTE_GEMM_FAMILY"] = family
             if family != "sm80" and rng.random() < 0.15:

@@ -199,7 +199,7 @@ PRIMES = [(521, 4099, 263), (4099, 521, 4099), (1, 4099, 521), (521, 1, 4099), (
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_prime_sizes(layout, family):
     """Every dimension a prime (rows not 16-byte aligned: the padded-copy path for the operands,
-    element stores for C), mm and the fused addmm."""
+    a padded scratch buffer for C in the sm90 family), mm and the fused addmm."""
     for (m, n, k), dtype in zip(PRIMES, [torch.float16, torch.bfloat16] * 3):
         a, b = operand(m, k, layout[0], dtype), operand(k, n, layout[1], dtype)
         ref = a.double() @ b.double()
@@ -269,10 +269,12 @@ def test_bmm_batch_offsets_over_2_31(family):
 
 # =========================================================================== determinism
 
-def digests() -> dict:
+def digests(keep: list | None = None) -> dict:
     """SHA-256 of the outputs of every kernel path, for inputs drawn from a fixed seed: the same in
-    every process on the same GPU model. Sets CUTE_GEMM_* itself, and restores them."""
-    saved = {k: os.environ.get(k) for k in ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SPLITS")}
+    every process on the same GPU model. Sets the CUTE_GEMM_* knobs itself (clearing any others),
+    and restores them. keep: a list to hold the outputs, so that a second call cannot get the
+    first one's blocks back from the allocator (with their bits)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("CUTE_GEMM_")}
     tf32 = torch.backends.cuda.matmul.allow_tf32
     result = {}
     try:
@@ -286,36 +288,42 @@ def digests() -> dict:
                                                                         out_dtype=torch.float32)),
             "tf32": ({}, lambda a, b, bias: cute_gemm.mm(a.float(), b.float())),
             "bmm": ({}, lambda a, b, bias: cute_gemm.bmm(a.view(3, -1, a.shape[1]), b.expand(3, -1, -1))),
+            # N % 8 != 0: the scratch buffer, and the element stores it replaces.
+            "scratch": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
+            "element_stores": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_SCRATCH": "0"},
+                               lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
         }
         torch.backends.cuda.matmul.allow_tf32 = True
         for name, (env, fn) in cases.items():
             if "sm90" in env.values() and torch.cuda.get_device_capability() != (9, 0):
                 continue
-            for k in saved:
-                os.environ.pop(k, None)
+            for k in [k for k in os.environ if k.startswith("CUTE_GEMM_")]:
+                del os.environ[k]
             os.environ.update(env)
             gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
             a = torch.randn(387, 2056, device="cuda", generator=gen).to(torch.bfloat16)
             b = torch.randn(520, 2056, device="cuda", generator=gen).to(torch.bfloat16).t()
             bias = torch.randn(520, device="cuda", generator=gen).to(torch.bfloat16)
             out = fn(a, b, bias)
+            if keep is not None:
+                keep.append(out)
             result[name] = hashlib.sha256(out.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        for k, v in saved.items():
-            os.environ.pop(k, None)
-            if v is not None:
-                os.environ[k] = v
+        for k in [k for k in os.environ if k.startswith("CUTE_GEMM_")]:
+            del os.environ[k]
+        os.environ.update(saved)
     return result
 
 
 def test_same_bits_across_calls_streams_and_processes():
-    first = digests()
-    assert first and digests() == first
+    keep = []  # every output stays alive: each call writes fresh blocks
+    first = digests(keep)
+    assert first and digests(keep) == first
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        on_side = digests()
+        on_side = digests(keep)
     side.synchronize()
     assert on_side == first
     code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_reliability as t; "
@@ -360,7 +368,7 @@ def test_threads_each_on_its_own_stream():
     torch.cuda.synchronize()  # inputs written before any thread's stream reads them
     results = [[] for _ in range(threads)]
     errors = []
-    start = threading.Barrier(threads)
+    start = threading.Barrier(threads, timeout=120)
 
     def body(t):
         try:
@@ -389,10 +397,11 @@ def test_threads_each_on_its_own_stream():
 
 # ================================================================================= memory
 
-def test_repeated_calls_do_not_grow_device_memory():
+def test_repeated_calls_do_not_grow_device_memory(monkeypatch):
     """Every output and workspace goes back to torch's caching allocator: after a warm-up round,
     rounds of the same calls leave allocated and reserved memory where they were. Split-K's
-    workspace is one allocation from that allocator (no cudaMalloc of its own)."""
+    workspace (sm90 family) is one allocation from that allocator (no cudaMalloc of its own)."""
+    use_family(monkeypatch, "sm90")
     calls = _workload(7)
     for fn, _, _ in calls:
         fn()
@@ -460,7 +469,7 @@ def test_operands_on_two_gpus_are_refused():
 def test_two_threads_drive_two_gpus_at_once():
     _two_gpus()
     errors, done = [], []
-    start = threading.Barrier(2)
+    start = threading.Barrier(2, timeout=120)
 
     def body(index):
         try:
