@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import cute_gemm
+from test_mm import family, rel_err, use_family  # noqa: F401 (family: the sm80/sm90 fixture)
 
 pytestmark = pytest.mark.gpu
 REL_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-4}
@@ -41,26 +42,10 @@ def operand(rows, cols, major, dtype, device="cuda"):
     return randn(cols, rows, dtype=dtype, device=device).t()
 
 
-def rel_err(x, ref):
-    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-
-
 def check(out, ref, dtype):
     assert out.shape == ref.shape and out.dtype == dtype, (out.shape, ref.shape, out.dtype)
     assert not out.isnan().any(), "unwritten (NaN-poisoned) or NaN output elements"
     assert rel_err(out, ref) <= REL_BOUND[dtype], rel_err(out, ref)
-
-
-def use_family(monkeypatch, family):
-    if family == "sm90" and torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
-    monkeypatch.setenv("CUTE_GEMM_FAMILY", family)
-
-
-@pytest.fixture(params=["sm80", "sm90"])
-def family(request, monkeypatch):
-    use_family(monkeypatch, request.param)
-    return request.param
 
 
 # ============================================================================== bad inputs
