@@ -38,8 +38,14 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // slice keeps at least 16 K tiles (K >= 1024 per slice): 1024^3 and 256^3 run faster unsplit.
 // Measured, x torch.mm (splits 1 / chosen): 512x1024x8192 0.53 / 0.84 (4), 16x4096x4096
 // 0.63 / 0.77 (4), 64x8192x8192 0.69 / 0.87 (2), 128x4096x14336 0.79 / 0.99 (4).
+//
+// Session 7 (device runs 3-5, the benchmark's rotated operands; the autotune cache picked the
+// same): the one-consumer tile (row 4, rows M <= 64) is never split. Its decode shapes stream B,
+// and slices saved less than the partials and the counters' zeroing cost: 64x8192x8192 0.91x ->
+// 0.92-0.94x unsplit, 16x4096x4096 0.84-0.85x either way.
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
   const TileConfig& c = kConfigs[cfg];
+  if (c.consumers < 2) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   long long s = num_sms / tiles;
@@ -63,9 +69,18 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 // K) take it too, for twice the blocks: 1024^3 0.69x -> 0.74x, 574^3 0.97x -> 1.02x. Where split-K
 // applies (512x1024x8192: 0.81x against 0.70x) and on full GPUs (4096^3: 0.49x) it loses: one
 // consumer warpgroup keeps the tensor cores about half busy.
+//
+// Session 7 (device run 4: the autotune cache's picks for all 46 benchmark problems, next to this
+// rule's; docs/tuning.md has the table): the picks agreed except on two counts, now rules. More
+// than one wave of 128x256 tiles but less than two takes the cluster tile too (2050^3, 153 tiles:
+// 98.3 us -> 91.8 us bf16, operand copies included); and short K (<= 256) with two waves or more
+// takes the 128x128 tile, whose epilogues (most of such a tile's time) run on twice the blocks
+// (81920x256x256: 38.4 us -> 36.5 us; device run 3, bf16).
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (m <= 64) return 4;
-  if (tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn) >= 2LL * num_sms) return 2;
+  const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
+  if (k <= 256 && tiles256 >= 2LL * num_sms) return 1;
+  if (tiles256 > num_sms) return 2;
   if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
   const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
   if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
