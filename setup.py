@@ -45,7 +45,8 @@ if build_paths.targets_sm90a(os.environ["TORCH_CUDA_ARCH_LIST"]):
     common.append("-DCUTE_GEMM_HAS_SM90A")  # the host may dispatch to the WGMMA family
 # Searched after the toolkit's own include dir: the wheels hold a partial copy of the runtime
 # headers that must not shadow the toolkit's. Only the torch-including .cpp files need them.
-cxx_flags = common + [f for p in extra_includes for f in ("-idirafter", str(p))]
+VERSION = "0.1.0"  # also cute_gemm.__version__; names the autotune cache file (csrc/autotune.cpp)
+cxx_flags = common + [f"-DCUTE_GEMM_VERSION={VERSION}"] + [f for p in extra_includes for f in ("-idirafter", str(p))]
 nvcc_flags = common + [
     "--expt-relaxed-constexpr",
     "-lineinfo",
@@ -59,13 +60,13 @@ nvcc_flags = common + [
 if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE"):
     nvcc_flags.append("-Xptxas=-v")
 
-sources = ["csrc/bindings.cpp", "csrc/gemm.cpp"] + sorted(
+sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/autotune.cpp"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")
 )
 
 setup(
     name="cute_gemm",
-    version="0.1.0",
+    version=VERSION,
     description="GEMM kernels for PyTorch written with CuTe/CUTLASS",
     packages=["cute_gemm"],
     python_requires=">=3.10",

@@ -3,6 +3,7 @@
     python bench/bench_mm.py                                  # every suite, fp16 and bf16
     python bench/bench_mm.py --suite llm,decode --dtype bf16 --family sm80
     python bench/bench_mm.py --shapes 4096x4096x4096,574x574x574 --variants auto,sm80,sm90:1
+    python bench/bench_mm.py --suite decode --variants tuned        # also the autotune cache's picks
     python bench/bench_mm.py --compare old.json               # a run, then its change against old.json
     python bench/bench_mm.py --compare old.json new.json      # two earlier runs (no GPU needed)
     python bench/bench_mm.py --plot-only results.json --plot out.png
@@ -48,7 +49,7 @@ ELEMENT_BYTES = {"f16": 2, "bf16": 2}
 REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
-KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG")
+KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE")
 TORCH = "torch.mm"
 TRITON = "triton"
 # Below this many FLOP per byte of A + B + C a shape cannot be compute-bound on a Hopper or Ampere
@@ -102,8 +103,8 @@ def parse_variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
     for v in variants:
         family, _, row = v.partition(":")
-        if family not in FAMILIES or (row and (family == "auto" or not row.isdigit())):
-            raise argparse.ArgumentTypeError(f"variant '{v}' is not auto, sm80, sm90 or sm80:N / sm90:N")
+        if v != "tuned" and (family not in FAMILIES or (row and (family == "auto" or not row.isdigit()))):
+            raise argparse.ArgumentTypeError(f"variant '{v}' is not auto, tuned, sm80, sm90 or sm80:N / sm90:N")
     return variants
 
 
@@ -118,7 +119,10 @@ def positive_float(text: str) -> float:
 
 
 def variant_env(variant: str) -> dict[str, str]:
-    """The CUTE_GEMM_* settings that select one variant (read by the op at call time)."""
+    """The CUTE_GEMM_* settings that select one variant (read by the op at call time). "tuned": the
+    autotune cache's pick (CUTE_GEMM_AUTOTUNE=1; the check before timing tunes a new shape)."""
+    if variant == "tuned":
+        return {"CUTE_GEMM_AUTOTUNE": "1"}
     family, _, row = variant.partition(":")
     env = {"CUTE_GEMM_FAMILY": family}
     if row:
@@ -138,7 +142,8 @@ def parse_args(argv=None):
     pick.add_argument("--family", type=parse_families,
                       help="also time cute_gemm forced to these kernel families (comma list of auto, sm80, sm90)")
     pick.add_argument("--variants", type=parse_variants,
-                      help="also time these cute_gemm variants: auto, a family, or family:row of its configs.h")
+                      help="also time these cute_gemm variants: auto, tuned (the autotune cache), a family, "
+                           "or family:row of its configs.h")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
     ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")
     ap.add_argument("--peak-tflops", type=positive_float,

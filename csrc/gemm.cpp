@@ -8,6 +8,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <initializer_list>
@@ -16,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "autotune.h"
 #include "gemm_params.h"
 #include "sm80/configs.h"
 #include "sm80/launch.h"
@@ -135,6 +137,26 @@ template <class Family>
 Launcher find_launcher(DType d, bool ak, bool bk, int cfg) {
   static constexpr auto table = make_table<Family>(std::make_index_sequence<8 * Family::kNumConfigs>{});
   return table[((int(d) * 2 + int(ak)) * 2 + int(bk)) * Family::kNumConfigs + cfg];
+}
+
+// The config tables the autotune cache's rows refer to, as a short hex fingerprint (FNV-1a of
+// every row's name): a cache written for other tables is another file.
+const std::string& config_tables_id() {
+  static const std::string id = [] {
+    uint32_t h = 2166136261u;
+    auto mix = [&](const char* s) {
+      for (; *s != '\0'; ++s) h = (h ^ uint8_t(*s)) * 16777619u;
+      h = (h ^ uint8_t('|')) * 16777619u;
+    };
+    for (const auto& c : sm80::kConfigs) mix(c.name);
+    mix("sm90");
+    for (const auto& c : sm90::kConfigs) mix(c.name);
+    static const char* kHex = "0123456789abcdef";
+    std::string s;
+    for (int i = 28; i >= 0; i -= 4) s += kHex[(h >> i) & 15];
+    return s;
+  }();
+  return id;
 }
 
 // An integer knob from the environment (benchmarks and tests pin choices with these), or -1.
@@ -406,72 +428,150 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.group_m = group > 0 ? group : 8;
 
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
-  Launcher launch = nullptr;
-  int bm = 0, bn = 0, cfg = 1;  // cfg: the SM90 row (TF32 runs row 1)
-  if (tf32) {
-    launch = tf32_launcher(sm90);
-    bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
-    bn = sm80::kConfigs[sm80::kTf32Config].bn;
-  } else if (sm90) {
-    const int forced = env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1);
-    cfg = forced >= 0 ? forced : sm90::choose_config(p.m, p.n, p.k, batch, prop->multiProcessorCount);
-    launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
-  } else {
-    const int forced = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
-    const int cfg80 = forced >= 0 ? forced
-                                  : sm80::choose_config(p.m, p.n, prop->multiProcessorCount,
-                                                        int(prop->sharedMemPerBlockOptin));
-    launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg80);
-    bm = sm80::kConfigs[cfg80].bm;
-    bn = sm80::kConfigs[cfg80].bn;
-  }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  // Split-K (CUTE_GEMM_SPLITS=<n> forces n slices, for tests and benchmarks): fp32 partials of
-  // every slice of every tile and one arrival counter per tile, zeroed here, all from torch's
-  // caching allocator on this stream. The SM90 family makes one launch (per_launch == batch
-  // below), so the counters serve one launch only.
+  const int num_sms = prop->multiProcessorCount;
+
+  // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
+  // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
+  auto sm90_units = [&](int cfg, int splits) { return sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg]) * batch * splits; };
+  auto runnable = [&](int cfg, int splits) {
+    if (!sm90) return splits == 1 && sm80::smem_bytes(sm80::kConfigs[cfg]) <= int64_t(prop->sharedMemPerBlockOptin);
+    return splits == 1 ||
+           (splits <= (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk &&
+            sm90_units(cfg, splits) <= std::numeric_limits<int>::max() - p.grid_limit);
+  };
+  // Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K:
+  // fp32 partials of every slice of every tile and one arrival counter per tile, zeroed here, all
+  // from torch's caching allocator on this stream. The SM90 family makes one launch (per_launch ==
+  // batch below), so the counters serve one launch only.
+  auto launch_with = [&](int cfg, int splits) -> cudaError_t {
+    Launcher launch = nullptr;
+    int bm = 0, bn = 0;
+    if (tf32) {
+      launch = tf32_launcher(sm90);
+      bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
+      bn = sm80::kConfigs[sm80::kTf32Config].bn;
+    } else if (sm90) {
+      launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
+    } else {
+      launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
+      bm = sm80::kConfigs[cfg].bm;
+      bn = sm80::kConfigs[cfg].bn;
+    }
+    GemmParams r = p;
+    r.splits = splits;
+    at::Tensor workspace;
+    int64_t sm90_tiles = 0;  // SM90: block tiles of one batch
+    if (sm90) {
+      const sm90::TileConfig& tc = sm90::kConfigs[cfg];
+      sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
+      if (splits > 1) {
+        const int64_t tiles = sm90_tiles * batch;
+        const int64_t partials = tiles * splits * tc.bm * tc.bn;
+        workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
+        r.workspace = workspace.data_ptr<float>();
+        r.flags = reinterpret_cast<int*>(r.workspace + partials);
+        C10_CUDA_CHECK(cudaMemsetAsync(r.flags, 0, tiles * sizeof(int), stream));
+      }
+    }
+    // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
+    // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit
+    // (a split problem never needs it: its tiles fit on the GPU, or runnable() refused it).
+    const int64_t per_launch =
+        sm90 ? (splits > 1 ? batch
+                           : std::max<int64_t>(1, (std::numeric_limits<int>::max() - p.grid_limit) / sm90_tiles))
+             : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
+    TORCH_INTERNAL_ASSERT(splits == 1 || per_launch == batch, "split-K counters serve one launch");
+    for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
+      GemmParams q = r;
+      q.batch = int(std::min(per_launch, batch - l0));
+      q.a = static_cast<const char*>(p.a) + l0 * p.batch_a * a.element_size();
+      q.b = static_cast<const char*>(p.b) + l0 * p.batch_b * a.element_size();
+      q.c = static_cast<char*>(p.c) + l0 * p.batch_c * target.element_size();
+      if (const cudaError_t err = launch(q, stream); err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+  };
+
+  // The choice: the family's host rules (configs.h), unless a knob pins it (tests, benchmarks:
+  // CUTE_GEMM_SM90_CONFIG / CUTE_GEMM_SM80_CONFIG=<row>, CUTE_GEMM_SPLITS=<n>) or the autotune
+  // cache (CUTE_GEMM_AUTOTUNE=1) has timed this problem.
+  const int forced_cfg = tf32   ? -1
+                         : sm90 ? env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1)
+                                : env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
   const int forced_splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
-  at::Tensor workspace;
-  int64_t sm90_tiles = 0;  // SM90: block tiles of one batch
+  int cfg = 0;
+  if (tf32) {
+    cfg = sm90 ? 1 : sm80::kTf32Config;  // tf32_launcher's rows
+  } else if (forced_cfg >= 0) {
+    cfg = forced_cfg;
+  } else {
+    cfg = sm90 ? sm90::choose_config(p.m, p.n, p.k, batch, num_sms)
+               : sm80::choose_config(p.m, p.n, num_sms, int(prop->sharedMemPerBlockOptin));
+  }
+  int splits = 1;
   if (sm90) {
-    const sm90::TileConfig& tc = sm90::kConfigs[cfg];
-    sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
-    p.splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, (K + tc.bk - 1) / tc.bk))
-                                 : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, prop->multiProcessorCount);
-    // The kernel's 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
-    TORCH_CHECK_VALUE(p.splits == 1 ||
-                          sm90_tiles * batch * p.splits <= std::numeric_limits<int>::max() - p.grid_limit,
-                      "cute_gemm: CUTE_GEMM_SPLITS=", p.splits, " makes more than 2^31 units of work for ", batch,
-                      " batches of ", sm90_tiles, " tiles; use fewer splits");
-    if (p.splits > 1) {
-      const int64_t tiles = sm90_tiles * batch;
-      const int64_t partials = tiles * p.splits * tc.bm * tc.bn;
-      workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
-      p.workspace = workspace.data_ptr<float>();
-      p.flags = reinterpret_cast<int*>(p.workspace + partials);
-      C10_CUDA_CHECK(cudaMemsetAsync(p.flags, 0, tiles * sizeof(int), stream));
+    splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk))
+                               : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, num_sms);
+    TORCH_CHECK_VALUE(runnable(cfg, splits), "cute_gemm: CUTE_GEMM_SPLITS=", num(splits),
+                      " makes more than 2^31 units of work for ", num(batch), " batches of ",
+                      num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
+  }
+  if (!tf32 && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
+    // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
+    // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h). Not
+    // while the stream captures a CUDA graph: the chooser's pick then, until a plain call tunes.
+    const std::string path = autotune::cache_path(prop->name, config_tables_id());
+    const std::string key = std::string(sm90 ? "sm90" : "sm80") + " " + (dtype == DType::kF16 ? "f16" : "bf16") + " " +
+                            (A.k_major ? "k" : "m") + (B.k_major ? "k" : "n") + " " + num(p.m) + "x" + num(p.n) + "x" +
+                            num(p.k) + " l" + num(batch) + " c" + (c_f32 ? "f32" : "16") + (p.c_vector_ok ? "v" : "e") +
+                            " x" + (x.defined() ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" +
+                            num(int(p.act));
+    const std::optional<autotune::Choice> hit = autotune::find(path, key);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (hit && hit->cfg < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs) && runnable(hit->cfg, hit->splits)) {
+      cfg = hit->cfg;
+      splits = hit->splits;
+    } else if (capture == cudaStreamCaptureStatusNone) {
+      autotune::Choice best{cfg, splits, std::numeric_limits<double>::infinity()};
+      struct Event {  // a plain CUDA event, destroyed with the scope
+        cudaEvent_t e = nullptr;
+        Event() { C10_CUDA_CHECK(cudaEventCreate(&e)); }
+        ~Event() { cudaEventDestroy(e); }
+      } start, end;
+      for (int c = 0; c < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs); ++c) {
+        for (int s : {1, 2, 4}) {
+          if (!runnable(c, s) || (!sm90 && s > 1)) continue;
+          if (launch_with(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
+            (void)cudaGetLastError();
+            continue;
+          }
+          // One timed call sizes the measurement: about half a millisecond of calls, 3 to 50.
+          auto time_us = [&](int reps) {
+            C10_CUDA_CHECK(cudaEventRecord(start.e, stream));
+            for (int i = 0; i < reps; ++i) C10_CUDA_CHECK(launch_with(c, s));
+            C10_CUDA_CHECK(cudaEventRecord(end.e, stream));
+            C10_CUDA_CHECK(cudaEventSynchronize(end.e));
+            float ms = 0.f;
+            C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, end.e));
+            return 1e3 * ms / reps;
+          };
+          const double once = time_us(1);
+          const double us = time_us(int(std::clamp(500.0 / std::max(once, 1.0), 3.0, 50.0)));
+          if (us < best.us) best = {c, s, us};
+        }
+      }
+      if (best.us < std::numeric_limits<double>::infinity()) autotune::remember(path, key, best);
+      cfg = best.cfg;
+      splits = best.splits;
     }
   }
-  // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
-  // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit (a
-  // split problem never needs it: its tiles fit on the GPU, or the check above failed).
-  const int64_t per_launch =
-      sm90 ? (p.splits > 1 ? batch
-                           : std::max<int64_t>(1, (std::numeric_limits<int>::max() - p.grid_limit) / sm90_tiles))
-           : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
-  TORCH_INTERNAL_ASSERT(p.splits == 1 || per_launch == batch, "split-K counters serve one launch");
-  for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
-    GemmParams q = p;
-    q.batch = int(std::min(per_launch, batch - l0));
-    q.a = static_cast<const char*>(p.a) + l0 * p.batch_a * a.element_size();
-    q.b = static_cast<const char*>(p.b) + l0 * p.batch_b * a.element_size();
-    q.c = static_cast<char*>(p.c) + l0 * p.batch_c * target.element_size();
-    const cudaError_t err = launch(q, stream);
-    TORCH_CHECK(err == cudaSuccess, "cute_gemm: kernel launch failed on ", a.device(), ": ", cudaGetErrorString(err),
-                err == cudaErrorNoKernelImageForDevice
-                    ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
-                    : "");
-  }
+  const cudaError_t err = launch_with(cfg, splits);
+  TORCH_CHECK(err == cudaSuccess, "cute_gemm: kernel launch failed on ", a.device(), ": ", cudaGetErrorString(err),
+              err == cudaErrorNoKernelImageForDevice
+                  ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
+                  : "");
   if (!target.is_same(c)) c.copy_(target);
 }
 

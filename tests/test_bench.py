@@ -61,8 +61,10 @@ def test_variants_parse_and_select_knobs():
     assert bench.parse_variants("auto, sm80,sm90:0") == ["auto", "sm80", "sm90:0"]
     assert bench.variant_env("sm90:0") == {"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_SM90_CONFIG": "0"}
     assert bench.variant_env("auto") == {"CUTE_GEMM_FAMILY": "auto"}
-    for bad in ("sm70", "auto:1", "sm80:x"):
-        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, sm80, sm90"):
+    assert bench.parse_variants("tuned") == ["tuned"]
+    assert bench.variant_env("tuned") == {"CUTE_GEMM_AUTOTUNE": "1"}
+    for bad in ("sm70", "auto:1", "sm80:x", "tuned:1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sm80, sm90"):
             bench.parse_variants(bad)
 
 
