@@ -166,7 +166,7 @@ def test_split_k_epilogue(splits, monkeypatch):
     assert torch.equal(tf, cute_gemm.mm(af, bf))
 
 
-@pytest.mark.parametrize("shape", [(128, 1024, 8192), (16, 4096, 4096), (512, 1024, 8192)],
+@pytest.mark.parametrize("shape", [(256, 1024, 8192), (300, 520, 8192), (512, 1024, 8192)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_split_k_chosen_for_few_tiles(shape, monkeypatch):
     """Few-tile shapes that the chooser splits: right and bitwise reproducible."""
@@ -176,6 +176,42 @@ def test_split_k_chosen_for_few_tiles(shape, monkeypatch):
     b = make_operand(k, n, "t", torch.bfloat16)
     out = check(a, b)
     assert all(torch.equal(out, cute_gemm.mm(a, b)) for _ in range(3))
+
+
+DECODE_SHAPES = [(1, 4096, 4096), (7, 574, 129), (16, 4097, 1000), (33, 1030, 4104), (64, 8192, 56),
+                 (64, 127, 7), (2, 70000, 64), (5, 6, 1)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_decode_rows(layout, family):
+    """M <= 64 rows (decode shapes): into fresh, strided (column-major, offset) and fp32 outputs,
+    forced into split-K, with the epilogue's scaling and activation, with a bias, batched."""
+    for (m, n, k), dtype in itertools.product(DECODE_SHAPES, DTYPES):
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        out = check(a, b)
+        assert torch.equal(out, cute_gemm.mm(a, b))
+        ref = a.double() @ b.double()
+        buf = torch.full((n + 1, m + 2), float("nan"), dtype=dtype, device="cuda")
+        view = buf[1:, 1:m + 1].t()  # column-major (M, N) with an offset
+        cute_gemm.mm(a, b, out=view)
+        assert rel_err(view, ref) <= REL_BOUND[dtype]
+        assert buf[0].isnan().all() and buf[:, 0].isnan().all() and buf[:, m + 1:].isnan().all()
+        out32 = cute_gemm.mm(a, b, out_dtype=torch.float32)
+        assert out32.dtype == torch.float32 and rel_err(out32, ref) <= 1e-4
+        got = cute_gemm.addmm(torch.randn(m, n, device="cuda").to(dtype), a, b, beta=0, alpha=0.5, activation="silu")
+        assert rel_err(got, torch.nn.functional.silu(0.5 * ref)) <= REL_BOUND[dtype]
+        bias = torch.randn(n, device="cuda").to(dtype)
+        got = cute_gemm.addmm(bias, a, b, activation="gelu_tanh")
+        assert rel_err(got, torch.nn.functional.gelu(ref + bias.double(), approximate="tanh")) <= REL_BOUND[dtype]
+        if k >= 129 and family == "sm90":
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("CUTE_GEMM_SPLITS", "3")
+                split = check(a, b)
+                assert torch.equal(split, cute_gemm.mm(a, b))
+    a3 = make_operand(3 * 16, 520, layout[0], torch.bfloat16).reshape(3, 16, 520)
+    b3 = torch.randn(3, 1000, 520, device="cuda").to(torch.bfloat16).transpose(1, 2)
+    got = cute_gemm.bmm(a3, b3)
+    assert rel_err(got, a3.double() @ b3.double()) <= REL_BOUND[torch.bfloat16]
 
 
 @pytest.mark.parametrize("var, value, pattern", [
@@ -248,6 +284,7 @@ def test_unaligned_c_rows(scratch, dtype, monkeypatch):
     nothing outside C."""
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", scratch)
+    monkeypatch.setenv("CUTE_GEMM_SWAP", "0")  # M = 1 would take the decode path (no scratch)
     for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
         a, b = make_operand(m, k, "t", dtype), make_operand(k, n, "n", dtype)
