@@ -57,16 +57,19 @@ struct Operand {
 int64_t vec_of(const at::Tensor& x) { return 16 / x.element_size(); }
 
 bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, bool tma) {
-  // TMA also refuses a zero stride (an expanded operand): such operands take the copy.
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ld % vec == 0 && extent % vec == 0 && (!tma || ld > 0);
+  // cp.async (SM80) reads whole 16-byte vectors, so the extent must be whole vectors; TMA bounds
+  // its boxes by the extent itself, but refuses a zero stride (an expanded operand): such
+  // operands take the copy.
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ld % vec == 0 && (tma ? ld > 0 : extent % vec == 0);
 }
 
 // The kernels read 16-byte vectors (cp.async or TMA boxes) along the contiguous dimension, so an
 // operand serves in place when that dimension has stride 1, its base, leading stride and batch
-// stride are 16-byte aligned and its extent is a whole number of vectors (no vector straddles
-// the edge into unknown memory). Anything else (other strides, an odd storage offset, K % 8 != 0
-// rows; for TMA also a zero stride) is copied once into a buffer with a padded, aligned leading
-// dimension: the documented slower path. x: (L, MN, K). k_major_only: the TF32 kernels, whose
+// stride are 16-byte aligned and, for cp.async, its extent is a whole number of vectors (no
+// vector straddles the edge into unknown memory; TMA stops at the extent). Anything else (other
+// strides, an odd storage offset, rows of K % 8 != 0 elements packed back to back; for TMA also a
+// zero stride) is copied once into a buffer with a padded, aligned leading dimension: the
+// documented slower path. x: (L, MN, K). k_major_only: the TF32 kernels, whose
 // MMAs read K-major tiles only.
 Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false) {
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
@@ -90,13 +93,14 @@ Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false
   }
 
   // Keep the operand's own orientation so the copy is a plain strided pass. The padding of a
-  // K-major buffer is zeroed: the last vector of a row straddles K, and the kernels only
-  // zero-fill vectors that start past K.
+  // K-major buffer is zeroed for the SM80 family: the last cp.async vector of a row straddles K,
+  // and that kernel only zero-fills vectors that start past K. TMA (SM90) bounds its boxes by K
+  // itself and never reads the padding: no zeroing pass (574^3: one kernel fewer of five).
   const bool k_major = k_major_only || !(x.stride(1) == 1 && x.stride(2) != 1);
   if (k_major) {
     const int64_t ld = round_up(k, kVec);
     at::Tensor buf = at::empty({batch, mn, ld}, x.options());
-    if (ld > k) buf.narrow(2, k, ld - k).zero_();
+    if (ld > k && !tma) buf.narrow(2, k, ld - k).zero_();
     buf.narrow(2, 0, k).copy_(x);
     return {buf, buf.data_ptr(), ld, mn * ld, true};
   }
