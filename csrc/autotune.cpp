@@ -147,7 +147,10 @@ std::string cache_path(const std::string& gpu_name, const std::string& tables) {
   } else if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
     dir = fs::path(h) / ".cache" / "cute_gemm";
   } else {
-    dir = fs::temp_directory_path() / "cute_gemm";
+    std::error_code ec;
+    dir = fs::temp_directory_path(ec);
+    if (ec) dir = "/tmp";
+    dir /= "cute_gemm";
   }
   return (dir / ("autotune-" + file_safe(gpu_name) + "-" + CUTE_GEMM_VERSION_STRING + "-" + tables + ".txt")).string();
 }

@@ -523,7 +523,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
   if (!tf32 && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
     // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
-    // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h). Not
+    // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h); a
+    // cached choice this build or problem cannot run is ignored and tuned again. Not
     // while the stream captures a CUDA graph: the chooser's pick then, until a plain call tunes.
     const std::string path = autotune::cache_path(prop->name, config_tables_id());
     const std::string key = std::string(sm90 ? "sm90" : "sm80") + " " + (dtype == DType::kF16 ? "f16" : "bf16") + " " +
@@ -544,26 +545,39 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         Event() { C10_CUDA_CHECK(cudaEventCreate(&e)); }
         ~Event() { cudaEventDestroy(e); }
       } start, end;
+      // The timing waits on events: in relaxed capture mode, so that a graph another thread is
+      // capturing (torch's default, global mode) is not invalidated by it.
+      struct RelaxedCapture {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        RelaxedCapture() { C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode)); }
+        ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+      } relaxed;
       for (int c = 0; c < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs); ++c) {
         for (int s : {1, 2, 4}) {
-          if (!runnable(c, s) || (!sm90 && s > 1)) continue;
-          if (launch_with(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
+          // Splits only where the tiles leave SMs idle (the chooser's own limit): the workspace
+          // then stays below one kBM x kBN fp32 tile per SM.
+          if (!runnable(c, s) || (s > 1 && (!sm90 || sm90_units(c, s) > num_sms))) continue;
+          try {
+            if (launch_with(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
+              (void)cudaGetLastError();
+              continue;
+            }
+            // One timed call sizes the measurement: about half a millisecond of calls, 3 to 50.
+            auto time_us = [&](int reps) {
+              C10_CUDA_CHECK(cudaEventRecord(start.e, stream));
+              for (int i = 0; i < reps; ++i) C10_CUDA_CHECK(launch_with(c, s));
+              C10_CUDA_CHECK(cudaEventRecord(end.e, stream));
+              C10_CUDA_CHECK(cudaEventSynchronize(end.e));
+              float ms = 0.f;
+              C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, end.e));
+              return 1e3 * ms / reps;
+            };
+            const double once = time_us(1);
+            const double us = time_us(int(std::clamp(500.0 / std::max(once, 1.0), 3.0, 50.0)));
+            if (us < best.us) best = {c, s, us};
+          } catch (const c10::Error&) {  // e.g. no memory for a candidate's workspace: skip it
             (void)cudaGetLastError();
-            continue;
           }
-          // One timed call sizes the measurement: about half a millisecond of calls, 3 to 50.
-          auto time_us = [&](int reps) {
-            C10_CUDA_CHECK(cudaEventRecord(start.e, stream));
-            for (int i = 0; i < reps; ++i) C10_CUDA_CHECK(launch_with(c, s));
-            C10_CUDA_CHECK(cudaEventRecord(end.e, stream));
-            C10_CUDA_CHECK(cudaEventSynchronize(end.e));
-            float ms = 0.f;
-            C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, end.e));
-            return 1e3 * ms / reps;
-          };
-          const double once = time_us(1);
-          const double us = time_us(int(std::clamp(500.0 / std::max(once, 1.0), 3.0, 50.0)));
-          if (us < best.us) best = {c, s, us};
         }
       }
       if (best.us < std::numeric_limits<double>::infinity()) autotune::remember(path, key, best);

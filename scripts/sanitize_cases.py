@@ -72,10 +72,16 @@ def main():
             # Operands TMA reads in place although their extent is not whole 16-byte vectors (the
             # last row ends where the allocation does), and K % 8 != 0 rows copied into a buffer
             # whose padding is never zeroed (TMA stops at K).
+            # Elements between the rows are NaN, and so is the memory the padded copies will get
+            # (freed NaN blocks of their size): a read past the extent or K makes the result NaN.
             flat_a = torch.randn(299 * 128 + 123, device="cuda").bfloat16()
             flat_b = torch.randn(122 * 80 + 77, device="cuda").bfloat16()
+            flat_a[:299 * 128].view(299, 128)[:, 123:] = float("nan")
+            flat_b[:122 * 80].view(122, 80)[:, 77:] = float("nan")
             a, b = flat_a.as_strided((300, 123), (128, 1)), flat_b.as_strided((123, 77), (80, 1))
             check(cute_gemm.mm(a, b), a, b)
+            poison = [torch.full((574, 576), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(6)]
+            del poison
             run_case(574, 574, 574, "nn", torch.bfloat16)
             cases += 4
         torch.backends.cuda.matmul.allow_tf32 = True
