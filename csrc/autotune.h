@@ -3,9 +3,9 @@
 // version and config table, so later calls and later processes skip the timing.
 //
 // File: $CUTE_GEMM_CACHE_DIR, else $XDG_CACHE_HOME/cute_gemm, else ~/.cache/cute_gemm, named
-// autotune-<GPU name>.txt. Its first line names the format, the package version and the config
-// tables; a file whose first line differs (another version, other configs) is stale and ignored,
-// and so is any line that does not parse. Writers take an exclusive flock on "<file>.lock", merge
+// autotune-<GPU name>-<version>-<config tables>.txt, so another version or other configs use
+// another file. Its first line names the format and the file; a file whose first line differs is
+// ignored, and so is any line that does not parse. Writers take an exclusive flock on "<file>.lock", merge
 // the file's entries with theirs and rename a complete new file over it: several processes may
 // tune at once, and a reader never sees half a file. I/O errors only warn: the cache is an
 // optimization, never a reason for a call to fail.

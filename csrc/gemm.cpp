@@ -438,11 +438,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
   // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
   auto sm90_units = [&](int cfg, int splits) { return sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg]) * batch * splits; };
+  auto k_tiles = [&](int cfg) { return (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk; };  // most slices
   auto runnable = [&](int cfg, int splits) {
     if (!sm90) return splits == 1 && sm80::smem_bytes(sm80::kConfigs[cfg]) <= int64_t(prop->sharedMemPerBlockOptin);
     return splits == 1 ||
-           (splits <= (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk &&
-            sm90_units(cfg, splits) <= std::numeric_limits<int>::max() - p.grid_limit);
+           (splits <= k_tiles(cfg) && sm90_units(cfg, splits) <= std::numeric_limits<int>::max() - p.grid_limit);
   };
   // Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K:
   // fp32 partials of every slice of every tile and one arrival counter per tile, zeroed here, all
@@ -515,7 +515,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
   int splits = 1;
   if (sm90) {
-    splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk))
+    splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, k_tiles(cfg)))
                                : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, num_sms);
     TORCH_CHECK_VALUE(runnable(cfg, splits), "cute_gemm: CUTE_GEMM_SPLITS=", num(splits),
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
