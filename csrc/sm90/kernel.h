@@ -27,11 +27,6 @@
 
 namespace cute_gemm::sm90 {
 
-// An output tile of one batch.
-struct BatchTile {
-  int m, n, l;
-};
-
 template <class Tr>
 struct KernelParams {
   typename Tr::TmaA tma_a;
@@ -132,6 +127,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
         auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
                                           group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
+        // Not unrolled: the producer runs in 40 registers (the consumers take the rest), and the
+        // unrolled loop's extra addresses spilled one with a multicast MN-major B.
+#pragma unroll 1
         for (int kt = k_begin(slice), kt_end = k_begin(slice + 1); kt < kt_end; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
@@ -173,7 +171,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor tRSsC = thr_r2s.partition_D(sC);  // (CPY,CPY_M,CPY_N,BUF)
     using CT = typename Tr::CElement;
     Tensor rC = make_tensor<CT>(partition_shape_C(typename Tr::ChunkMma{}, make_shape(Int<kBM>{}, Int<Tr::kChunkN>{})));  // (MMA,1,1)
-    Tensor tRSrC = thr_r2s.retile_S(rC);     // (CPY,CPY_M,CPY_N)
     constexpr int kChunkValues = decltype(size(rC))::value;
     static_assert(kChunkValues * kChunks == decltype(size(acc))::value, "chunks cover the accumulators");
     Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kChunks>{})));
@@ -196,6 +193,42 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     };
     // A 16-bit bias: the tile's pairs are loaded when its epilogue starts (epilogue.h, load_bias_pair).
     const bool bias16 = Tr::kStageC && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
+
+    // Deferred C (16-bit C with 16-byte aligned rows, the TMA-store path): a tile's epilogue
+    // converts its values into rCd and stops there; the stmatrix + TMA store of chunk j runs in
+    // the next unit's j-th k-tile, between issuing its WGMMAs and waiting for them, so the tensor
+    // cores work while the stores are staged (a cooperative kernel otherwise idles them for the
+    // whole epilogue). A block's last unit, with no main loop after it, stores its own chunks.
+    const bool stage_c = Tr::kStageC && p.c_vector_ok;
+    // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
+    // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
+    // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
+    constexpr int kImmediate = kChunks == 4 ? 2 : 0;
+    Tensor rCd = make_tensor<CT>(append(shape(rC), Int<kChunks>{}));  // (MMA,1,1,CHUNK): 16-bit values
+    bool pending = false;
+    const bool leader = ctid % 128 == 0;
+    auto store_chunk = [&](auto jc) {
+      constexpr int j = decltype(jc)::value;
+      constexpr int buf = j % 2;
+      // The store that last read this buffer (two chunks ago, maybe in the previous tile; with
+      // one chunk per tile, the previous tile's) must have finished reading before anyone
+      // overwrites it.
+      if (leader) tma_store_wait<(kChunks > 1 ? 1 : 0)>();
+      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+      copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j)), tRSsC(_, _, _, buf));
+      tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
+      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+      if (leader) {
+        const BatchTile pt = smem.c_tile[consumer];
+        Tensor gC = local_tile(mCt(_, _, pt.l), chunk, make_coord(pt.m * Tr::kConsumers + consumer, pt.n * kChunks + j));
+        Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(consumer, 0));
+        auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
+                                          group_modes<0, 2>(gC));
+        copy(params.tma_c, tTsC, tTgC);
+        tma_store_arrive();
+      }
+    };
+    auto store_deferred = [&](auto jc) { store_chunk(Int<decltype(jc)::value + kImmediate>{}); };
     for (int u = first; u < num_units; u += step) {
       const BatchTile tile = tile_of(u / splits);
       const int slice = u % splits;
@@ -206,7 +239,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       mma.accumulate_ = GMMA::ScaleOut::Zero;
       int prev_stage = -1;
       warpgroup_fence_operand(acc);
-      for (int kt = k_begin(slice), kt_end = k_begin(slice + 1); kt < kt_end; ++kt) {
+      auto issue = [&] {
         FullBarrier::wait(&smem.full[ring.stage], ring.phase);
         warpgroup_arrive();
         CUTE_UNROLL
@@ -215,10 +248,31 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           mma.accumulate_ = GMMA::ScaleOut::One;
         }
         warpgroup_commit_batch();
+      };
+      auto retire = [&] {
         warpgroup_wait<1>();
         if (prev_stage >= 0) release(prev_stage);
         prev_stage = ring.stage;
         ring.advance();
+      };
+      int kt = k_begin(slice);
+      const int kt_end = k_begin(slice + 1);
+      if (pending) {
+        // The previous tile's chunk j under this unit's k-tile j (after the loop when K is short).
+        for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
+          const bool issued = kt < kt_end;
+          if (issued) issue();
+          store_deferred(jc);
+          if (issued) {
+            retire();
+            ++kt;
+          }
+        });
+        pending = false;
+      }
+      for (; kt < kt_end; ++kt) {
+        issue();
+        retire();
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
@@ -273,34 +327,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // registers (a runtime chunk index would put the accumulators in local memory), and each
       // chunk's registers are free once it is stored.
       const bool math = p.epilogue_math();
+      // Deferred only when this block has another unit to hide the stores under.
+      const bool defer_tile = stage_c && u + step < num_units;
+      // The tile whose chunks are stored, kept where the leader finds it when it stores them: in
+      // shared memory, not registers (ptxas spilled), and not recomputed per chunk (tile_of's
+      // divisions held the warpgroup at every chunk's barrier: 8192x8192x1024 5 % slower).
+      if (stage_c && leader) smem.c_tile[consumer] = tile;
       for_each(make_int_sequence<kChunks>{}, [&](auto jc) {
         constexpr int j = decltype(jc)::value;
         Tensor v = acc_chunks(_, j);
         const int ccol0 = col0 + j * Tr::kChunkN;
         // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are 64 j columns further.
         if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
-        if (Tr::kStageC && p.c_vector_ok) {
-          const bool leader = ctid % 128 == 0;
-          constexpr int buf = j % 2;
-          // The store that last read this buffer (two chunks ago, maybe in the previous tile;
-          // with one chunk per tile, the previous tile's) must have finished reading before
-          // anyone overwrites it.
-          if (leader) tma_store_wait<(kChunks > 1 ? 1 : 0)>();
-          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        if (stage_c) {
           CUTE_UNROLL
-          for (int i = 0; i < kChunkValues; ++i) rC(i) = CT(v(i));
-          copy(r2s, tRSrC, tRSsC(_, _, _, buf));
-          tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
-          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-          if (leader) {
-            Tensor gC = local_tile(mCt(_, _, tile.l), chunk,
-                                   make_coord(tile.m * Tr::kConsumers + consumer, tile.n * kChunks + j));
-            Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(consumer, 0));
-            auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
-                                              group_modes<0, 2>(gC));
-            copy(params.tma_c, tTsC, tTgC);
-            tma_store_arrive();
-          }
+          for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
+          if (j < kImmediate || !defer_tile) store_chunk(jc);
         } else if (p.c_f32) {
           store_direct(v, tCcC, row0, ccol0, static_cast<float*>(p.c) + tile.l * p.batch_c, p);
         } else {
@@ -308,9 +350,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           store_direct(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
         }
       });
+      pending = defer_tile;
     }
+    // (Nothing is pending here: a block's last unit stores its own C.)
     // The TMA store reads shared memory asynchronously: finish before the block exits.
-    if (p.c_vector_ok && ctid % 128 == 0) tma_store_wait<0>();
+    if (stage_c && leader) tma_store_wait<0>();
   }
   // The peer may still multicast into this block or arrive on its barriers until it is done.
   if constexpr (kCluster > 1) cute::cluster_sync();

@@ -12,6 +12,11 @@ namespace cute_gemm::sm90 {
 
 using namespace cute;
 
+// An output tile of one batch.
+struct BatchTile {
+  int m, n, l;
+};
+
 template <DType D, bool AKMajor, bool BKMajor, int Cfg>
 struct KernelTraits {
   using Element = typename ElementOf<D>::type;
@@ -101,14 +106,17 @@ struct KernelTraits {
     alignas(8) uint64_t full[kStages];   // TMA landed (transaction count) -> consumers may read
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
     int split_last;  // split-K: this block's slice was the tile's last to arrive (tells all consumers)
+    BatchTile c_tile[kConsumers];  // the tile whose C chunks each consumer's leader thread stores
   };
   // +1 KB: the dynamic shared memory base is only guaranteed 16-byte aligned.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
 
-  // Register split: the producer warpgroup needs few, the consumers hold 128 fp32 accumulators.
-  // 40 for the producer (CUTLASS's choice) spilled 12 bytes with a multicast MN-major B.
-  static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
+  // Register split: the producer warpgroup needs few, the consumers hold 128 fp32 accumulators
+  // and two deferred C chunks (kernel.h). 40 + 2 x 232 = 3 x 168, the pool that 384 threads of
+  // __launch_bounds__(384, 1) start with. (40 spilled in the producer with a multicast MN-major
+  // B until its k-loop stopped being unrolled.)
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 };
 
