@@ -193,35 +193,54 @@ def make_operand(torch, rows, cols, major, dtype):
     return torch.randn(cols, rows, device="cuda", dtype=dtype).t()
 
 
-def graph_time_us(torch, fn, sets, seconds):
-    """Median time of one call, from replays of a graph that calls fn on every operand set."""
+def capture(torch, fn, sets):
+    """A CUDA graph that calls fn on every operand set in turn (after one warm-up pass outside it:
+    module load, shared-memory opt-in, an autotune cache's timing)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for a, b in sets:  # warm-up outside the graph: module load, smem opt-in
+        for a, b in sets:
             fn(a, b)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for a, b in sets:
             fn(a, b)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
+    return graph
+
+
+def replay_ms(torch, graph, start, end) -> float:
     start.record()
     graph.replay()
     end.record()
     end.synchronize()
-    once_ms = start.elapsed_time(end)
+    return start.elapsed_time(end)
+
+
+def interleaved_us(torch, graphs, calls, seconds):
+    """Median time of one call for each graph (each makes `calls` calls): the graphs are replayed
+    one after another, round after round, with the order rotating each round, so that the GPU's
+    clock and power drift over the measurement reach every implementation alike (timed one
+    after the other, the first measured ran on a cooler, faster-clocked GPU: the same kernel
+    measured twice in one run differed by up to 5 %). About `seconds` of replays per graph."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for g in graphs:
+        g.replay()
+    once_ms = statistics.mean(replay_ms(torch, g, start, end) for g in graphs)
     n = max(10, min(500, int(seconds * 1e3 / max(once_ms, 1e-3))))
-    times = []
-    for _ in range(n):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    times = [[] for _ in graphs]
+    for r in range(n):
+        for i in [(r + j) % len(graphs) for j in range(len(graphs))]:
+            times[i].append(replay_ms(torch, graphs[i], start, end))
+    return [statistics.median(t) * 1e3 / calls for t in times]
+
+
+def graph_time_us(torch, fn, sets, seconds):
+    """Median time of one call, from replays of a graph that calls fn on every operand set."""
+    graph = capture(torch, fn, sets)
+    (us,) = interleaved_us(torch, [graph], len(sets), seconds)
     del graph
-    return statistics.median(times) * 1e3 / len(sets)
+    return us
 
 
 def eager_time_us(torch, fn, a, b, seconds, trials=5):
@@ -246,14 +265,50 @@ def eager_time_us(torch, fn, a, b, seconds, trials=5):
     return statistics.median(times) * 1e3
 
 
-def measure(torch, fn, sets, ref, bound, seconds):
-    """Check fn against the reference on the first operand set, then time it both ways."""
+def check(torch, fn, sets, ref, bound) -> dict:
+    """fn's relative error against the reference on the first operand set; "wrong" past bound."""
     out = fn(*sets[0]).float()
     err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
     if not math.isfinite(err) or err > bound:
         return {"wrong": True, "rel_err": err if math.isfinite(err) else None}  # JSON has no NaN
+    return {"rel_err": err}
+
+
+def measure(torch, fn, sets, ref, bound, seconds):
+    """Check fn against the reference on the first operand set, then time it both ways."""
+    res = check(torch, fn, sets, ref, bound)
+    if "wrong" in res:
+        return res
     return {"us": graph_time_us(torch, fn, sets, seconds),
-            "eager_us": eager_time_us(torch, fn, *sets[0], seconds / 3), "rel_err": err}
+            "eager_us": eager_time_us(torch, fn, *sets[0], seconds / 3), **res}
+
+
+def measure_row(torch, impls, sets, ref, bound, seconds) -> dict:
+    """Every implementation (name, fn, knob settings) on one problem: name -> its result, or the
+    exception it raised. Each is checked first (a wrong one is never timed); the graphs of those
+    that pass are timed together (interleaved_us), then each one's eager loop."""
+    results, timed = {}, []
+    for name, fn, settings in impls:
+        try:
+            with knobs(settings):  # the knobs pick the kernel when the graph is captured
+                results[name] = check(torch, fn, sets, ref, bound)
+                if "wrong" not in results[name]:
+                    timed.append((name, capture(torch, fn, sets)))
+        except Exception as e:  # one implementation failing must not cost the others' numbers
+            results[name] = e
+    if timed:
+        for (name, _), us in zip(timed, interleaved_us(torch, [g for _, g in timed], len(sets), seconds)):
+            results[name]["us"] = us
+    del timed
+    for name, fn, settings in impls:
+        res = results[name]
+        if isinstance(res, dict) and "us" in res:
+            try:
+                with knobs(settings):
+                    res["eager_us"] = eager_time_us(torch, fn, *sets[0], seconds / 3)
+            except Exception as e:
+                results[name] = e
+    return {name: results[name] for name, _, _ in impls}
 
 
 @contextlib.contextmanager
@@ -607,20 +662,18 @@ def main(argv=None) -> int:
             ref = torch.mm(*sets[0]).float()
             row = {"suites": suites, "m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
                    "impls": {}}
-            for name, fn, settings in list(impls):
-                try:
-                    with knobs(settings):
-                        row["impls"][name] = measure(torch, fn, sets, ref, REL_BOUND[dname], args.seconds)
-                except Exception as e:  # one implementation failing must not cost the others' numbers
+            for name, res in measure_row(torch, impls, sets, ref, REL_BOUND[dname], args.seconds).items():
+                if isinstance(res, Exception):
                     if name == TORCH:
-                        raise
+                        raise res
                     if name == TRITON and not triton_worked:
-                        print(f"# note: no Triton column: its first kernel failed ({first_line(e)})")
+                        print(f"# note: no Triton column: its first kernel failed ({first_line(res)})")
                         impls.pop()
                         continue
-                    print(f"# note: {name} failed on {dname} {m}x{n}x{k}: {first_line(e)}")
-                    row["impls"][name] = {"error": first_line(e)}
-                triton_worked |= name == TRITON and "error" not in row["impls"][name]
+                    print(f"# note: {name} failed on {dname} {m}x{n}x{k}: {first_line(res)}")
+                    res = {"error": first_line(res)}
+                row["impls"][name] = res
+                triton_worked |= name == TRITON and "error" not in res
             rows.append(finish_row(row, env["peak_tflops"]))
             print(f"[{len(rows):>3}/{total} {time.monotonic() - started:5.0f} s] {progress_line(row)}", flush=True)
             del sets, ref

@@ -221,7 +221,7 @@ def test_plot_only_writes_a_png(tmp_path):
 
 @pytest.mark.parametrize("triton_fails_on", [64, 16])
 def test_a_run_with_made_up_timings(tmp_path, monkeypatch, capsys, triton_fails_on):
-    """main() end to end with measure() replaced: progress, tables, JSON, --compare, plot, a WRONG
+    """main() end to end with measure_row() replaced: progress, tables, JSON, --compare, plot, a WRONG
     variant, and Triton failing on the first shape (column dropped) or a later one (cell failed)."""
     cute = types.ModuleType("cute_gemm")
     cute.mm = lambda a, b: torch.mm(a, b)
@@ -245,7 +245,17 @@ def test_a_run_with_made_up_timings(tmp_path, monkeypatch, capsys, triton_fails_
             raise RuntimeError("PassManager::run failed\nmore detail")
         return {"us": 12.5, "eager_us": 14.0, "rel_err": 1e-3}
 
-    monkeypatch.setattr(bench, "measure", fake_measure)
+    def fake_row(torch, impls, sets, ref, bound, seconds):
+        out = {}
+        for name, fn, settings in impls:
+            try:
+                with bench.knobs(settings):
+                    out[name] = fake_measure(torch, fn, sets, ref, bound, seconds)
+            except Exception as e:
+                out[name] = e
+        return out
+
+    monkeypatch.setattr(bench, "measure_row", fake_row)
     old = write_doc(tmp_path / "old.json", [row(64, 64, 64, {"torch.mm": 10.0, "cute[auto]": 40.0}, suites=("custom",))])
     results = tmp_path / "out" / "r.json"
     rc = bench.main(["--shapes", "64x64x64,16x4096x64", "--dtype", "bf16", "--family", "sm80",
