@@ -434,6 +434,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int num_sms = prop->multiProcessorCount;
+  // CUTE_GEMM_STREAM_K=1 turns the stream-K tail on (sm90::choose_stream_k); unset or 0: off. Off by
+  // default until it is measured on the device (written in session 9, when none was lent).
+  const bool stream_k = env_int("CUTE_GEMM_STREAM_K", 0, 1) == 1;
 
   // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
   // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
@@ -476,16 +479,33 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         r.workspace = workspace.data_ptr<float>();
         r.flags = reinterpret_cast<int*>(r.workspace + partials);
         C10_CUDA_CHECK(cudaMemsetAsync(r.flags, 0, tiles * sizeof(int), stream));
+      } else if (stream_k && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit) {
+        // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
+        // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
+        const int workers = num_sms / tc.cluster_m;
+        const sm90::StreamK sk = sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers);
+        if (sk.tiles > 0) {
+          const int64_t tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles, one slot group each
+          const int64_t partials = tiles * sk.slots * tc.bm * tc.bn;
+          workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
+          r.workspace = workspace.data_ptr<float>();
+          r.flags = reinterpret_cast<int*>(r.workspace + partials);
+          C10_CUDA_CHECK(cudaMemsetAsync(r.flags, 0, tiles * sizeof(int), stream));
+          r.sk_tiles = sk.tiles;
+          r.sk_workers = workers;
+          r.sk_slots = sk.slots;
+        }
       }
     }
     // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
     // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit
     // (a split problem never needs it: its tiles fit on the GPU, or runnable() refused it).
     const int64_t per_launch =
-        sm90 ? (splits > 1 ? batch
+        sm90 ? (splits > 1 || r.sk_tiles > 0 ? batch
                            : std::max<int64_t>(1, (std::numeric_limits<int>::max() - p.grid_limit) / sm90_tiles))
              : std::max<int64_t>(1, std::numeric_limits<int>::max() / tile_count(p.m, p.n, bm, bn));
-    TORCH_INTERNAL_ASSERT(splits == 1 || per_launch == batch, "split-K counters serve one launch");
+    TORCH_INTERNAL_ASSERT((splits == 1 && r.sk_tiles == 0) || per_launch == batch,
+                          "split-K and stream-K counters serve one launch");
     for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
       GemmParams q = r;
       q.batch = int(std::min(per_launch, batch - l0));
@@ -531,7 +551,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                             (A.k_major ? "k" : "m") + (B.k_major ? "k" : "n") + " " + num(p.m) + "x" + num(p.n) + "x" +
                             num(p.k) + " l" + num(batch) + " c" + (c_f32 ? "f32" : "16") + (p.c_vector_ok ? "v" : "e") +
                             " x" + (x.defined() ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" +
-                            num(int(p.act));
+                            num(int(p.act)) + (stream_k ? " sk" : "");
     const std::optional<autotune::Choice> hit = autotune::find(path, key);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));

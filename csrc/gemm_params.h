@@ -46,6 +46,15 @@ struct GemmParams {
   int splits = 1;
   float* workspace = nullptr;
   int* flags = nullptr;
+  // Stream-K tail (SM90 family, splits == 1): the last sk_tiles cluster tiles of the launch are not
+  // given whole to blocks; their k-tiles, sk_tiles x k_tiles in tile order, are cut into sk_workers
+  // equal segments, one per (virtual) worker, so that the last wave ends at the same time on every
+  // SM. A tile cut between workers sums their partials as split-K does: slot group t (t-th stream-K
+  // tile, cluster rank r) holds sk_slots fp32 kBM x kBN partials at (t * cluster + r) * sk_slots,
+  // counted in flags[t * cluster + r].
+  int sk_tiles = 0;
+  int sk_workers = 0;
+  int sk_slots = 0;
 
   // Epilogue: C(m, n) = act(alpha * acc(m, n) + beta * X(m, n)), X(m, n) = x[m * x_ldm + n * x_ldn]
   // (a bias is x_ldm = 0, x_ldn = 1). x == nullptr: no X term. Without X, alpha or activation

@@ -29,6 +29,58 @@ CUTE_GEMM_HOST_DEVICE TileCoord grouped_tile(Index pid, int num_m, int num_n, in
   return {int(first_m + local % gsize), int(local / gsize)};
 }
 
+// One unit of a block's work: k-tiles [kb, ke) of cluster tile `tile`, piece `part` of the `parts`
+// blocks that share the tile (split-K slices or stream-K segments). Pieces of a shared tile leave
+// fp32 partials in the workspace's slot group `slot_tile`; the last to arrive sums them.
+struct Unit {
+  int tile, kb, ke, part, parts, slot_tile;
+};
+
+// A block's units, in order: the data-parallel units u = first, first + step, ... (whole tiles, or
+// split-K slices: unit u is slice u % splits of tile u / splits), then, with a stream-K tail, the
+// segments of the virtual workers w = first, first + step, ... (one each when the grid has
+// sk_workers clusters): worker w computes iterations [w I / W, (w + 1) I / W) of the I = sk_tiles x
+// k_tiles iterations of the tail, tile by tile. Producer and consumers walk the same cursor.
+struct WorkCursor {
+  int dp_units, dp_tiles, splits, step, k_tiles, sk_workers, sk_iters;
+  int u, w, i = 0, end = 0;  // next data-parallel unit, next worker, its segment's rest [i, end)
+
+  // Block (cluster) `first` of a grid of `step`, over `tiles` cluster tiles of `k_tiles` k-tiles:
+  // the last `sk_tiles` of them the stream-K tail of `sk_workers` workers (0: none).
+  CUTE_GEMM_HOST_DEVICE static WorkCursor make(int tiles, int k_tiles, int splits, int sk_tiles, int sk_workers,
+                                               int first, int step) {
+    const int dp_tiles = tiles - sk_tiles;
+    return {dp_tiles * splits, dp_tiles, splits, step, k_tiles, sk_tiles > 0 ? sk_workers : 0, sk_tiles * k_tiles,
+            first, first};
+  }
+
+  CUTE_GEMM_HOST_DEVICE int seg_begin(int worker) const { return int(int64_t(worker) * sk_iters / sk_workers); }
+  CUTE_GEMM_HOST_DEVICE int worker_of(int it) const { return int((int64_t(it + 1) * sk_workers - 1) / sk_iters); }
+  // Whether next() has another unit (every worker's segment holds one iteration or more).
+  CUTE_GEMM_HOST_DEVICE bool has_next() const { return u < dp_units || i < end || w < sk_workers; }
+  CUTE_GEMM_HOST_DEVICE bool next(Unit& out) {
+    if (u < dp_units) {
+      const int tile = u / splits, slice = u % splits;
+      out = {tile, int(int64_t(slice) * k_tiles / splits), int(int64_t(slice + 1) * k_tiles / splits), slice, splits,
+             tile};
+      u += step;
+      return true;
+    }
+    if (i >= end) {
+      if (w >= sk_workers) return false;
+      i = seg_begin(w);
+      end = seg_begin(w + 1);
+      w += step;
+    }
+    const int t = i / k_tiles, t0 = t * k_tiles;
+    const int first_worker = worker_of(t0);
+    const int ke = end - t0 < k_tiles ? end - t0 : k_tiles;
+    out = {dp_tiles + t, i - t0, ke, (w - step) - first_worker, worker_of(t0 + k_tiles - 1) - first_worker + 1, t};
+    i = t0 + ke;
+    return true;
+  }
+};
+
 // How many bm x bn output tiles cover an m x n result.
 inline long long tile_count(int m, int n, int bm, int bn) {
   return (long long)((m + bm - 1) / bm) * ((n + bn - 1) / bn);

@@ -66,6 +66,12 @@ def main():
             os.environ["CUTE_GEMM_SPLITS"] = "3"
             run_case(16, 1024, 2048, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_SPLITS")
+            # The stream-K tail (128x64 tiles: more than one wave, pieces of up to three blocks).
+            os.environ["CUTE_GEMM_STREAM_K"] = "1"
+            os.environ["CUTE_GEMM_SM90_CONFIG"] = "3"
+            run_case(1100, 2560, 1000, "nt", torch.bfloat16)
+            os.environ.pop("CUTE_GEMM_SM90_CONFIG")
+            os.environ.pop("CUTE_GEMM_STREAM_K")
             os.environ["CUTE_GEMM_C_SCRATCH"] = "0"
             run_case(129, 1031, 64, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_C_SCRATCH")
@@ -83,7 +89,7 @@ def main():
             poison = [torch.full((574, 576), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(6)]
             del poison
             run_case(574, 574, 574, "nn", torch.bfloat16)
-            cases += 4
+            cases += 5
         torch.backends.cuda.matmul.allow_tf32 = True
         a, b = torch.randn(129, 200, device="cuda"), torch.randn(200, 257, device="cuda")
         check(cute_gemm.mm(a, b), a, b)

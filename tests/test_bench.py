@@ -63,8 +63,10 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("auto") == {"CUTE_GEMM_FAMILY": "auto"}
     assert bench.parse_variants("tuned") == ["tuned"]
     assert bench.variant_env("tuned") == {"CUTE_GEMM_AUTOTUNE": "1"}
+    assert bench.variant_env("nosk") == {"CUTE_GEMM_STREAM_K": "0"}
+    assert bench.parse_variants("sk,nosk") == ["sk", "nosk"] and bench.variant_env("sk") == {"CUTE_GEMM_STREAM_K": "1"}
     for bad in ("sm70", "auto:1", "sm80:x", "tuned:1"):
-        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sm80, sm90"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, sm80, sm90"):
             bench.parse_variants(bad)
 
 

@@ -138,6 +138,72 @@ def test_split_k(splits, config, layout, monkeypatch):
         assert torch.equal(out, again)
 
 
+# (config row, M, N, K): more tiles than one wave of 132 SMs (the H100), K of 8 k-tiles or more, so
+# the stream-K tail applies: remainders under half a wave (a full wave joins the tail, each tile in
+# at most two pieces), over half a wave (pieces of about half a tile: up to three per tile), the
+# cluster tile, and K not a whole number of k-tiles.
+STREAM_K_CASES = [(3, 1100, 2100, 1000), (3, 1100, 2560, 1000), (0, 2100, 2200, 1000), (2, 2100, 4400, 520),
+                  (1, 1300, 2000, 777)]
+
+
+@pytest.mark.parametrize("case", STREAM_K_CASES, ids=lambda c: "row{}-{}x{}x{}".format(*c))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_stream_k(case, layout, monkeypatch):
+    """The stream-K tail (sm90, CUTE_GEMM_STREAM_K=1): right, the same bits on every call and on
+    another stream, and a different summation from the whole-tile kernel (CUTE_GEMM_STREAM_K=0), so
+    the path really ran."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
+    row, m, n, k = case
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
+    for dtype in DTYPES:
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        out = check(a, b)
+        assert torch.equal(out, cute_gemm.mm(a, b))
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            again = cute_gemm.mm(a, b)
+        side.synchronize()
+        assert torch.equal(out, again)
+    out32 = cute_gemm.mm(a, b, out_dtype=torch.float32)
+    assert rel_err(out32, a.double() @ b.double()) <= 1e-4
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "0")
+    whole = cute_gemm.mm(a, b, out_dtype=torch.float32)
+    assert rel_err(whole, a.double() @ b.double()) <= 1e-4
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        assert not torch.equal(out32, whole), "the stream-K tail did not run"
+
+
+def test_stream_k_epilogue_and_batches(monkeypatch):
+    """A stream-K tile's last piece runs the whole epilogue (bias, activation, fp32 out), and the
+    tail spans the batches of a bmm."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "3")
+    m, n, k = 1100, 2560, 1000
+    a = make_operand(m, k, "n", torch.bfloat16)
+    b = make_operand(k, n, "t", torch.bfloat16)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    z = a.double() @ b.double() + bias.double()
+    out = cute_gemm.addmm(bias, a, b, activation="gelu")
+    assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
+    c = torch.randn(m, n, device="cuda")
+    outc = cute_gemm.addmm(c.to(torch.bfloat16), a, b, beta=0.5, alpha=2.0)
+    assert rel_err(outc, 2.0 * (a.double() @ b.double()) + 0.5 * c.to(torch.bfloat16).double()) <= 1e-2
+    out32 = cute_gemm.addmm(bias, a, b, activation="relu", out_dtype=torch.float32)
+    assert rel_err(out32, torch.relu(z)) <= 1e-4
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "0")
+    whole = cute_gemm.addmm(bias, a, b, activation="relu", out_dtype=torch.float32)
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        assert not torch.equal(out32, whole), "the stream-K tail did not run"
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
+    a3 = torch.randn(3, 600, 700, device="cuda").to(torch.float16)
+    b3 = torch.randn(3, 700, 1000, device="cuda").to(torch.float16)
+    got = cute_gemm.bmm(a3, b3)
+    assert rel_err(got, a3.double() @ b3.double()) <= REL_BOUND[torch.float16]
+    assert torch.equal(got, cute_gemm.bmm(a3, b3))
+
+
 @pytest.mark.parametrize("splits", [1, 4])
 def test_split_k_epilogue(splits, monkeypatch):
     """The finisher of a split tile runs the whole epilogue: bias, activation, fp32 out."""
@@ -218,6 +284,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_SM80_CONFIG", "99", r"CUTE_GEMM_SM80_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAMILY", "sm70", r"CUTE_GEMM_FAMILY must be auto, sm80 or sm90, got 'sm70'"),
     ("CUTE_GEMM_SPLITS", "0", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\]"),
+    ("CUTE_GEMM_STREAM_K", "2", r"CUTE_GEMM_STREAM_K must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")

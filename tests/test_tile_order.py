@@ -63,3 +63,93 @@ def test_cpp_header_matches_python(tmp_path):
     assert len(rows) == sum(m * n for m in range(1, 13) for n in range(1, 13)) * 9
     for m, n, g, p, tm, tn in rows:
         assert (tm, tn) == grouped_tile(p, m, n, g), (m, n, g, p)
+
+
+# (cluster tiles, k-tiles per tile, workers, split-K slices, clusters in the grid, stream-K on).
+# Grids smaller than the workers: each block then walks several virtual workers' segments.
+WORK_CASES = (
+    [(t, k, w, 1, w, 1) for t in (133, 150, 197, 263, 264, 1792, 4096) for k in (8, 9, 16, 64, 224)
+     for w in (66, 132)]
+    + [(t, k, w, 1, w, 1) for w in (2, 3, 7) for t in range(w + 1, 4 * w + 2) for k in (8, 11, 31)]
+    + [(t, k, w, 1, g, 1) for (t, k, w, g) in [(150, 16, 132, 100), (97, 9, 66, 1), (400, 64, 132, 131)]]
+    + [(t, k, w, s, g, 0) for (t, k, w, g) in [(1, 1, 132, 132), (5, 7, 132, 132), (300, 64, 132, 132),
+                                               (1000, 16, 66, 66), (17, 33, 7, 3)] for s in (1, 2, 3, 4)
+       if s <= k]  # the host never cuts a tile into more slices than k-tiles
+)
+
+
+def _walk_units(tmp_path):
+    """Every block's units for WORK_CASES, from the C++ headers (WorkCursor, choose_stream_k)."""
+    src = tmp_path / "units.cpp"
+    src.write_text(
+        '#include <cstdio>\n#include "sm90/configs.h"\n'
+        "int main() { long long tiles; int kt, workers, splits, grid, on;\n"
+        '  while (std::scanf("%lld %d %d %d %d %d", &tiles, &kt, &workers, &splits, &grid, &on) == 6) {\n'
+        "    cute_gemm::sm90::StreamK sk = on ? cute_gemm::sm90::choose_stream_k(tiles, kt, workers)\n"
+        "                                     : cute_gemm::sm90::StreamK{};\n"
+        '    std::printf("case %d %d\\n", sk.tiles, sk.slots);\n'
+        "    for (int b = 0; b < grid; ++b) {\n"
+        "      auto c = cute_gemm::WorkCursor::make(int(tiles), kt, splits, sk.tiles, workers, b, grid);\n"
+        "      cute_gemm::Unit u;\n"
+        "      while (c.next(u)) std::printf(\"%d %d %d %d %d %d %d %d\\n\", b, u.tile, u.kb, u.ke, u.part, u.parts,\n"
+        "                                     u.slot_tile, int(c.has_next()));\n"
+        '      std::printf("end %d\\n", b); } } }\n'
+    )
+    exe = tmp_path / "units"
+    subprocess.run(["c++", "-std=c++17", "-I", str(REPO / "csrc"), str(src), "-o", str(exe)], check=True)
+    stdin = "".join(" ".join(map(str, case)) + "\n" for case in WORK_CASES)
+    out = subprocess.run([str(exe)], input=stdin, check=True, capture_output=True, text=True).stdout
+    results, block_units = [], None
+    for line in out.splitlines():
+        words = line.split()
+        if words[0] == "case":
+            results.append({"sk_tiles": int(words[1]), "slots": int(words[2]), "blocks": {}})
+        elif words[0] == "end":
+            results[-1]["blocks"].setdefault(int(words[1]), [])
+        else:
+            b, *unit = map(int, words)
+            results[-1]["blocks"].setdefault(b, []).append(tuple(unit))
+    assert len(results) == len(WORK_CASES)
+    return results
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host C++ compiler to build the header check")
+def test_work_units_cover_every_k_tile_once(tmp_path):
+    """The blocks' units (data-parallel tiles, split-K slices, stream-K segments) cover every k-tile
+    of every tile exactly once; the pieces of a tile agree on their count and number themselves in
+    K order; has_next() tells the truth; with as many blocks as workers, the work is balanced."""
+    for (tiles, kt, workers, splits, grid, on), res in zip(WORK_CASES, _walk_units(tmp_path)):
+        case = (tiles, kt, workers, splits, grid, on)
+        sk, slots = res["sk_tiles"], res["slots"]
+        if on and tiles > workers and tiles % workers:
+            # The tail: the remainder past the full waves, and a full wave with it when under half a wave.
+            assert sk == tiles % workers + (workers if 2 * (tiles % workers) < workers else 0), case
+        else:
+            assert sk == 0, case
+        dp = tiles - sk
+        pieces = {}
+        for b, units in res["blocks"].items():
+            for j, (tile, kb, ke, part, parts, slot_tile, more) in enumerate(units):
+                assert 0 <= kb < ke <= kt and 0 <= tile < tiles, (case, b, j)
+                assert more == (j + 1 < len(units)), (case, b, j)
+                if tile < dp:
+                    assert (parts, slot_tile) == (splits, tile), (case, b, j)
+                else:
+                    assert slot_tile == tile - dp and parts <= slots, (case, b, j)
+                pieces.setdefault(tile, []).append((kb, ke, part, parts))
+        assert sorted(pieces) == list(range(tiles)), case
+        for tile, ps in pieces.items():
+            ps.sort()
+            assert ps[0][0] == 0 and ps[-1][1] == kt, (case, tile)
+            assert all(ps[i][1] == ps[i + 1][0] for i in range(len(ps) - 1)), (case, tile)
+            assert [p[2] for p in ps] == list(range(len(ps))) and {p[3] for p in ps} == {len(ps)}, (case, tile)
+            if tile >= dp:
+                assert len(ps) <= 3 if 2 * (tiles % workers) >= workers else len(ps) <= 2, (case, tile)
+        if grid == workers and sk > 0:  # the point of the tail: every block ends within a k-tile of the others
+            work = [sum(ke - kb for _, kb, ke, *_ in res["blocks"][b]) for b in range(grid)]
+            assert max(work) - min(work) <= 1, (case, work)
+        if not on:  # the data-parallel order: unit u = b, b + grid, ... is slice u % splits of tile u // splits
+            for b, units in res["blocks"].items():
+                expect = [(u // splits, u % splits * kt // splits, (u % splits + 1) * kt // splits, u % splits)
+                          for u in range(b, tiles * splits, grid)]
+                assert [unit[:4] for unit in units] == expect, (case, b)

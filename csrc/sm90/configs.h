@@ -54,6 +54,29 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   return s > 1 ? int(s) : 1;
 }
 
+// Stream-K tail (GemmParams::sk_tiles). With `tiles` cluster tiles on `workers` resident clusters
+// the last wave is partial (13.6 waves run as 14 at 4096x14336x4096): the tiles past the last full
+// wave have their k-tiles spread evenly over all workers instead. A remainder under half a wave
+// takes the last full wave with it, so that every worker's segment spans at least one tile's
+// k-tiles and no tile is cut into more than two pieces; a tile is never cut into more than
+// `slots` (the workspace's partials per tile). Needs a full wave before the tail (fewer tiles
+// than workers leave nothing to balance) and 8 k-tiles or more (each cut costs an fp32 partial
+// through L2).
+struct StreamK {
+  int tiles = 0;  // the last `tiles` cluster tiles, 0: none
+  int slots = 0;
+};
+inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers) {
+  if (workers < 2 || tiles <= workers || k_tiles < 8) return {};
+  long long sk = tiles % workers;
+  if (sk == 0) return {};
+  if (2 * sk < workers) sk += workers;
+  const long long iters = sk * k_tiles;
+  if (iters > (1ll << 30)) return {};  // 32-bit iteration ids in the kernel
+  const long long per_worker = iters / workers;  // >= k_tiles / 2
+  return {int(sk), int(k_tiles / per_worker + 2)};
+}
+
 // Host rule, from the H100 runs in docs/tuning.md: with at least two waves of 128x256 tiles the
 // 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
 // 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);

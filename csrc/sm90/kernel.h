@@ -100,13 +100,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     return BatchTile{c.m * kCluster + rank, c.n, int(t / batch_tiles)};
   };
   const int k_tiles = (p.k + kBK - 1) / kBK;
-  // Split-K: unit u is slice u % splits (k-tiles [k_begin, k_end)) of cluster tile u / splits.
-  // Every slice leaves its fp32 partial in the workspace and counts itself; the last to arrive
-  // sums all of them in slice order and runs the epilogue. Nobody waits for another block (no
-  // deadlock, whatever is resident), and the sum's order is fixed (bitwise reproducible).
+  // Split-K and stream-K: every piece of a shared tile leaves its fp32 partial in the workspace
+  // and counts itself; the last to arrive sums all of them in piece order and runs the epilogue.
+  // Nobody waits for another block (no deadlock, whatever is resident), and the sum's order is
+  // fixed (bitwise reproducible).
   const int splits = p.splits;
-  const int num_units = num_cluster_tiles * splits;
-  auto k_begin = [&](int s) { return int(int64_t(s) * k_tiles / splits); };
+  const WorkCursor start = WorkCursor::make(num_cluster_tiles, k_tiles, splits, p.sk_tiles, p.sk_workers, first, step);
+  const int slot_stride = p.sk_tiles > 0 ? p.sk_slots : splits;  // partials per slot group
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
@@ -118,9 +118,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
-      for (int u = first; u < num_units; u += step) {
-        const BatchTile tile = tile_of(u / splits);
-        const int slice = u % splits;
+      WorkCursor cursor = start;
+      Unit unit;
+      while (cursor.next(unit)) {
+        const BatchTile tile = tile_of(unit.tile);
         Tensor gA = local_tile(mA(_, _, tile.l), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB(_, _, tile.l), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // Not unrolled: the producer runs in 40 registers (the consumers take the rest), and the
         // unrolled loop's extra addresses spilled one with a multicast MN-major B.
 #pragma unroll 1
-        for (int kt = k_begin(slice), kt_end = k_begin(slice + 1); kt < kt_end; ++kt) {
+        for (int kt = unit.kb; kt < unit.ke; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
@@ -229,9 +230,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
     };
     auto store_deferred = [&](auto jc) { store_chunk(Int<decltype(jc)::value + kImmediate>{}); };
-    for (int u = first; u < num_units; u += step) {
-      const BatchTile tile = tile_of(u / splits);
-      const int slice = u % splits;
+    WorkCursor cursor = start;
+    Unit unit;
+    while (cursor.next(unit)) {
+      const BatchTile tile = tile_of(unit.tile);
 
       // Main loop: wait for a slot, issue its WGMMAs, then wait until only this batch is in
       // flight, so the previous batch's slot can go back to the producer while the tensor cores
@@ -255,8 +257,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         prev_stage = ring.stage;
         ring.advance();
       };
-      int kt = k_begin(slice);
-      const int kt_end = k_begin(slice + 1);
+      int kt = unit.kb;
+      const int kt_end = unit.ke;
       if (pending) {
         // The previous tile's chunk j under this unit's k-tile j (after the loop when K is short).
         for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
@@ -284,17 +286,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c) bias_pairs[c] = load_bias_pair<T>(p, col0 + c * Tr::kChunkN + 2 * (ctid % 32));
       }
-      if (splits > 1) {
+      if (unit.parts > 1) {
         // This block's tile, numbered across the cluster and the batch, and its partials: one
-        // kBM x kBN fp32 slot per slice, value i of consumer thread ctid at i * kThreadsC + ctid
+        // kBM x kBN fp32 slot per piece, value i of consumer thread ctid at i * kThreadsC + ctid
         // (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA atom: warps whose
         // rows all lie past M (small M, decode) neither write nor read them.
         constexpr int kThreadsC = 128 * Tr::kConsumers;
-        const int64_t tile_id = int64_t(u / splits) * kCluster + rank;
-        float* slots = p.workspace + tile_id * splits * int64_t(kBM * kBN) + ctid;
+        const int64_t tile_id = int64_t(unit.slot_tile) * kCluster + rank;
+        float* slots = p.workspace + tile_id * slot_stride * int64_t(kBM * kBN) + ctid;
         const bool rows_inside = row0 + consumer * Tr::kRowsPerConsumer + (ctid % 128) / 32 * 16 < p.m;
         if (rows_inside) {
-          float* slot = slots + slice * int64_t(kBM * kBN);
+          float* slot = slots + unit.part * int64_t(kBM * kBN);
           CUTE_UNROLL
           for (int i = 0; i < size(acc); ++i) slot[i * kThreadsC] = acc(i);
         }
@@ -303,17 +305,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           // Release the block's partial (ordered before this thread by the barrier), count it,
           // and acquire the others' if this was the last slice to arrive.
           __threadfence();
-          smem.split_last = atomicAdd(p.flags + tile_id, 1) == splits - 1;
+          smem.split_last = atomicAdd(p.flags + tile_id, 1) == unit.parts - 1;
           __threadfence();
         }
         cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
-        if (!smem.split_last) continue;  // not last: no epilogue, the last slice stores C
-        // The last slice to arrive, whichever it is, sums all slices in slice order: the same
+        if (!smem.split_last) continue;  // not last: no epilogue, the last piece stores C
+        // The last piece to arrive, whichever it is, sums all pieces in piece order: the same
         // bits every time.
         if (rows_inside) {
           CUTE_UNROLL
           for (int i = 0; i < size(acc); ++i) acc(i) = __ldcg(slots + i * kThreadsC);  // L2: other SMs wrote them
-          for (int s = 1; s < splits; ++s) {
+          for (int s = 1; s < unit.parts; ++s) {
             const float* slot = slots + s * int64_t(kBM * kBN);
             CUTE_UNROLL
             for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(slot + i * kThreadsC);
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // chunk's registers are free once it is stored.
       const bool math = p.epilogue_math();
       // Deferred only when this block has another unit to hide the stores under.
-      const bool defer_tile = stage_c && u + step < num_units;
+      const bool defer_tile = stage_c && cursor.has_next();
       // The tile whose chunks are stored, kept where the leader finds it when it stores them: in
       // shared memory, not registers (ptxas spilled), and not recomputed per chunk (tile_of's
       // divisions held the warpgroup at every chunk's barrier: 8192x8192x1024 5 % slower).
@@ -420,6 +422,9 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     }
     resident = std::min<long long>(resident, clusters);
   }
+  // The host planned the stream-K tail for one cluster per SM pair (or SM); with fewer resident
+  // the segments would not be balanced: launch without it (its counters and partials go unused).
+  if (p.sk_tiles > 0 && resident < p.sk_workers) params.p.sk_tiles = 0;
   // Units: (cluster tile, K slice) pairs; the host keeps their count below 2^31 (32-bit ids).
   const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
   // (and below 2^31 - grid, so that the blocks' `u += step` cannot overflow either)
