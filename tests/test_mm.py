@@ -85,6 +85,18 @@ def check(a, b):
     return out
 
 
+def check_reproducible(a, b):
+    """check(a, b), and the same bits again and on another stream."""
+    out = check(a, b)
+    assert torch.equal(out, cute_gemm.mm(a, b))
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        again = cute_gemm.mm(a, b)
+    side.synchronize()
+    assert torch.equal(out, again)
+    return out
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -127,15 +139,7 @@ def test_split_k(splits, config, layout, monkeypatch):
         # Fresh inputs first: with the arrival counters not zeroed, the workspace's stale partials
         # of the previous call would be summed in.
         check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
-        a = make_operand(m, k, layout[0], dtype)
-        b = make_operand(k, n, layout[1], dtype)
-        out = check(a, b)
-        assert torch.equal(out, cute_gemm.mm(a, b))
-        side = torch.cuda.Stream()
-        with torch.cuda.stream(side):
-            again = cute_gemm.mm(a, b)
-        side.synchronize()
-        assert torch.equal(out, again)
+        check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
 # (config row, M, N, K): more tiles than one wave of 132 SMs (the H100), K of 8 k-tiles or more, so
@@ -158,13 +162,7 @@ def test_stream_k(case, layout, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
     for dtype in DTYPES:
         a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
-        out = check(a, b)
-        assert torch.equal(out, cute_gemm.mm(a, b))
-        side = torch.cuda.Stream()
-        with torch.cuda.stream(side):
-            again = cute_gemm.mm(a, b)
-        side.synchronize()
-        assert torch.equal(out, again)
+        check_reproducible(a, b)
     out32 = cute_gemm.mm(a, b, out_dtype=torch.float32)
     assert rel_err(out32, a.double() @ b.double()) <= 1e-4
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "0")
@@ -174,6 +172,17 @@ def test_stream_k(case, layout, monkeypatch):
         assert not torch.equal(out32, whole), "the stream-K tail did not run"
 
 
+def check_bias_gelu(m, n, k):
+    """addmm(bias, a, b, activation="gelu") in bf16 against float64; returns a, b, bias, a @ b + bias."""
+    a = make_operand(m, k, "n", torch.bfloat16)
+    b = make_operand(k, n, "t", torch.bfloat16)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    z = a.double() @ b.double() + bias.double()
+    out = cute_gemm.addmm(bias, a, b, activation="gelu")
+    assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
+    return a, b, bias, z
+
+
 def test_stream_k_epilogue_and_batches(monkeypatch):
     """A stream-K tile's last piece runs the whole epilogue (bias, activation, fp32 out), and the
     tail spans the batches of a bmm."""
@@ -181,12 +190,7 @@ def test_stream_k_epilogue_and_batches(monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "3")
     m, n, k = 1100, 2560, 1000
-    a = make_operand(m, k, "n", torch.bfloat16)
-    b = make_operand(k, n, "t", torch.bfloat16)
-    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
-    z = a.double() @ b.double() + bias.double()
-    out = cute_gemm.addmm(bias, a, b, activation="gelu")
-    assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
+    a, b, bias, z = check_bias_gelu(m, n, k)
     c = torch.randn(m, n, device="cuda")
     outc = cute_gemm.addmm(c.to(torch.bfloat16), a, b, beta=0.5, alpha=2.0)
     assert rel_err(outc, 2.0 * (a.double() @ b.double()) + 0.5 * c.to(torch.bfloat16).double()) <= 1e-2
@@ -210,12 +214,7 @@ def test_split_k_epilogue(splits, monkeypatch):
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_SPLITS", str(splits))
     m, n, k = 200, 300, 4096
-    a = make_operand(m, k, "n", torch.bfloat16)
-    b = make_operand(k, n, "t", torch.bfloat16)
-    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
-    z = a.double() @ b.double() + bias.double()
-    out = cute_gemm.addmm(bias, a, b, activation="gelu")
-    assert rel_err(out, torch.nn.functional.gelu(z)) <= REL_BOUND[torch.bfloat16]
+    a, b, _, _ = check_bias_gelu(m, n, k)
     # N a multiple of 8: the TMA-store epilogue, in fp16.
     a16, b16 = make_operand(m, k, "n", torch.float16), make_operand(k, 256, "t", torch.float16)
     bias16 = torch.randn(256, device="cuda").to(torch.float16)

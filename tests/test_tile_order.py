@@ -47,6 +47,13 @@ def test_last_short_group():
     assert order == [(8, 0), (9, 0), (8, 1), (9, 1), (8, 2), (9, 2), (8, 3), (9, 3), (8, 4), (9, 4)]
 
 
+def _build_and_run(src, stdin=None):
+    """Compile a C++ file against csrc/ with the host compiler, run it, return its stdout."""
+    exe = src.with_suffix("")
+    subprocess.run(["c++", "-std=c++17", "-I", str(REPO / "csrc"), str(src), "-o", str(exe)], check=True)
+    return subprocess.run([str(exe)], input=stdin, check=True, capture_output=True, text=True).stdout
+
+
 @pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host C++ compiler to build the header check")
 def test_cpp_header_matches_python(tmp_path):
     src = tmp_path / "dump.cpp"
@@ -56,9 +63,7 @@ def test_cpp_header_matches_python(tmp_path):
         "  for (int p = 0; p < m * n; ++p) { auto t = cute_gemm::grouped_tile(p, m, n, g);\n"
         '    std::printf("%d %d %d %d %d %d\\n", m, n, g, p, t.m, t.n); } }\n'
     )
-    exe = tmp_path / "dump"
-    subprocess.run(["c++", "-std=c++17", "-I", str(REPO / "csrc"), str(src), "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    out = _build_and_run(src).split("\n")
     rows = [tuple(map(int, line.split())) for line in out if line]
     assert len(rows) == sum(m * n for m in range(1, 13) for n in range(1, 13)) * 9
     for m, n, g, p, tm, tn in rows:
@@ -95,11 +100,8 @@ def _walk_units(tmp_path):
         "                                     u.slot_tile, int(c.has_next()));\n"
         '      std::printf("end %d\\n", b); } } }\n'
     )
-    exe = tmp_path / "units"
-    subprocess.run(["c++", "-std=c++17", "-I", str(REPO / "csrc"), str(src), "-o", str(exe)], check=True)
-    stdin = "".join(" ".join(map(str, case)) + "\n" for case in WORK_CASES)
-    out = subprocess.run([str(exe)], input=stdin, check=True, capture_output=True, text=True).stdout
-    results, block_units = [], None
+    out = _build_and_run(src, stdin="".join(" ".join(map(str, case)) + "\n" for case in WORK_CASES))
+    results = []
     for line in out.splitlines():
         words = line.split()
         if words[0] == "case":
