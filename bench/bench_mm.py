@@ -51,6 +51,12 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K")
+# Variants named by a word rather than a family: the knobs each sets.
+NAMED_VARIANTS = {
+    "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
+    "sk": {"CUTE_GEMM_STREAM_K": "1"},      # the chooser's pick with the stream-K tail on
+    "nosk": {"CUTE_GEMM_STREAM_K": "0"},    # ... and off
+}
 TORCH = "torch.mm"
 TRITON = "triton"
 # Below this many FLOP per byte of A + B + C a shape cannot be compute-bound on a Hopper or Ampere
@@ -104,7 +110,7 @@ def parse_variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
     for v in variants:
         family, _, row = v.partition(":")
-        if v not in ("tuned", "sk", "nosk") and (family not in FAMILIES or (row and (family == "auto" or not row.isdigit()))):
+        if v not in NAMED_VARIANTS and (family not in FAMILIES or (row and (family == "auto" or not row.isdigit()))):
             raise argparse.ArgumentTypeError(
                 f"variant '{v}' is not auto, tuned, sk, nosk, sm80, sm90 or sm80:N / sm90:N")
     return variants
@@ -124,10 +130,8 @@ def variant_env(variant: str) -> dict[str, str]:
     """The CUTE_GEMM_* settings that select one variant (read by the op at call time). "tuned": the
     autotune cache's pick (CUTE_GEMM_AUTOTUNE=1; the check before timing tunes a new shape); "sk" / "nosk":
     the chooser's pick with the stream-K tail on / off (CUTE_GEMM_STREAM_K=1 / 0)."""
-    if variant == "tuned":
-        return {"CUTE_GEMM_AUTOTUNE": "1"}
-    if variant in ("sk", "nosk"):  # the chooser's pick with / without the stream-K tail
-        return {"CUTE_GEMM_STREAM_K": "1" if variant == "sk" else "0"}
+    if variant in NAMED_VARIANTS:
+        return dict(NAMED_VARIANTS[variant])
     family, _, row = variant.partition(":")
     env = {"CUTE_GEMM_FAMILY": family}
     if row:

@@ -472,29 +472,31 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     if (sm90) {
       const sm90::TileConfig& tc = sm90::kConfigs[cfg];
       sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
+      // Tiles whose pieces sum through the workspace (one counter and `parts` fp32 kBM x kBN
+      // partials each): every tile with split-K, the tail's with stream-K.
+      int64_t shared_tiles = 0, parts = 0;
       if (splits > 1) {
-        const int64_t tiles = sm90_tiles * batch;
-        const int64_t partials = tiles * splits * tc.bm * tc.bn;
-        workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
-        r.workspace = workspace.data_ptr<float>();
-        r.flags = reinterpret_cast<int*>(r.workspace + partials);
-        C10_CUDA_CHECK(cudaMemsetAsync(r.flags, 0, tiles * sizeof(int), stream));
+        shared_tiles = sm90_tiles * batch;
+        parts = splits;
       } else if (stream_k && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit) {
         // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
         // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
         const int workers = num_sms / tc.cluster_m;
         const sm90::StreamK sk = sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers);
         if (sk.tiles > 0) {
-          const int64_t tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles, one slot group each
-          const int64_t partials = tiles * sk.slots * tc.bm * tc.bn;
-          workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
-          r.workspace = workspace.data_ptr<float>();
-          r.flags = reinterpret_cast<int*>(r.workspace + partials);
-          C10_CUDA_CHECK(cudaMemsetAsync(r.flags, 0, tiles * sizeof(int), stream));
+          shared_tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles
+          parts = sk.slots;
           r.sk_tiles = sk.tiles;
           r.sk_workers = workers;
           r.sk_slots = sk.slots;
         }
+      }
+      if (shared_tiles > 0) {
+        const int64_t partials = shared_tiles * parts * tc.bm * tc.bn;
+        workspace = at::empty({partials + shared_tiles}, a.options().dtype(at::kFloat));
+        r.workspace = workspace.data_ptr<float>();
+        r.flags = reinterpret_cast<int*>(r.workspace + partials);
+        C10_CUDA_CHECK(cudaMemsetAsync(r.flags, 0, shared_tiles * sizeof(int), stream));
       }
     }
     // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
