@@ -69,7 +69,7 @@ def main():
             # The stream-K tail (128x64 tiles: more than one wave, pieces of up to three blocks).
             os.environ["CUTE_GEMM_STREAM_K"] = "1"
             os.environ["CUTE_GEMM_SM90_CONFIG"] = "3"
-            run_case(1100, 2560, 1000, "nt", torch.bfloat16)
+            run_case(1100, 2560, 1500, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_SM90_CONFIG")
             os.environ.pop("CUTE_GEMM_STREAM_K")
             os.environ["CUTE_GEMM_C_SCRATCH"] = "0"

@@ -142,11 +142,11 @@ def test_split_k(splits, config, layout, monkeypatch):
         check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
-# (config row, M, N, K): more tiles than one wave of 132 SMs (the H100), K of 8 k-tiles or more, so
-# the stream-K tail applies: remainders under half a wave (a full wave joins the tail, each tile in
-# at most two pieces), over half a wave (pieces of about half a tile: up to three per tile), the
-# cluster tile, and K not a whole number of k-tiles.
-STREAM_K_CASES = [(3, 1100, 2100, 1000), (3, 1100, 2560, 1000), (0, 2100, 2200, 1000), (2, 2100, 4400, 520),
+# (config row, M, N, K): more tiles than one wave of 132 SMs (the H100) and segments of 16 k-tiles
+# or more, so the stream-K tail applies: remainders under half a wave (a full wave joins the tail,
+# each tile in at most two pieces), over half a wave (pieces of about half a tile: up to three per
+# tile), the cluster tile, and K not a whole number of k-tiles.
+STREAM_K_CASES = [(3, 1100, 2100, 1000), (3, 1100, 2560, 1500), (0, 2100, 2200, 1000), (2, 2100, 4400, 720),
                   (1, 1300, 2000, 777)]
 
 
@@ -189,7 +189,7 @@ def test_stream_k_epilogue_and_batches(monkeypatch):
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "3")
-    m, n, k = 1100, 2560, 1000
+    m, n, k = 1100, 2560, 1500
     a, b, bias, z = check_bias_gelu(m, n, k)
     c = torch.randn(m, n, device="cuda")
     outc = cute_gemm.addmm(c.to(torch.bfloat16), a, b, beta=0.5, alpha=2.0)
@@ -201,8 +201,8 @@ def test_stream_k_epilogue_and_batches(monkeypatch):
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
         assert not torch.equal(out32, whole), "the stream-K tail did not run"
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
-    a3 = torch.randn(3, 600, 700, device="cuda").to(torch.float16)
-    b3 = torch.randn(3, 700, 1000, device="cuda").to(torch.float16)
+    a3 = torch.randn(3, 600, 1600, device="cuda").to(torch.float16)  # 240 tiles, 108 of them the tail
+    b3 = torch.randn(3, 1600, 1000, device="cuda").to(torch.float16)
     got = cute_gemm.bmm(a3, b3)
     assert rel_err(got, a3.double() @ b3.double()) <= REL_BOUND[torch.float16]
     assert torch.equal(got, cute_gemm.bmm(a3, b3))

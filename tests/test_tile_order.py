@@ -73,9 +73,9 @@ def test_cpp_header_matches_python(tmp_path):
 # (cluster tiles, k-tiles per tile, workers, split-K slices, clusters in the grid, stream-K on).
 # Grids smaller than the workers: each block then walks several virtual workers' segments.
 WORK_CASES = (
-    [(t, k, w, 1, w, 1) for t in (133, 150, 197, 263, 264, 1792, 4096) for k in (8, 9, 16, 64, 224)
+    [(t, k, w, 1, w, 1) for t in (133, 150, 197, 263, 264, 1792, 4096) for k in (8, 9, 16, 24, 64, 224)
      for w in (66, 132)]
-    + [(t, k, w, 1, w, 1) for w in (2, 3, 7) for t in range(w + 1, 4 * w + 2) for k in (8, 11, 31)]
+    + [(t, k, w, 1, w, 1) for w in (2, 3, 7) for t in range(w + 1, 4 * w + 2) for k in (8, 11, 31, 40)]
     + [(t, k, w, 1, g, 1) for (t, k, w, g) in [(150, 16, 132, 100), (97, 9, 66, 1), (400, 64, 132, 131)]]
     + [(t, k, w, s, g, 0) for (t, k, w, g) in [(1, 1, 132, 132), (5, 7, 132, 132), (300, 64, 132, 132),
                                                (1000, 16, 66, 66), (17, 33, 7, 3)] for s in (1, 2, 3, 4)
@@ -123,9 +123,12 @@ def test_work_units_cover_every_k_tile_once(tmp_path):
     for (tiles, kt, workers, splits, grid, on), res in zip(WORK_CASES, _walk_units(tmp_path)):
         case = (tiles, kt, workers, splits, grid, on)
         sk, slots = res["sk_tiles"], res["slots"]
-        if on and tiles > workers and tiles % workers:
-            # The tail: the remainder past the full waves, and a full wave with it when under half a wave.
-            assert sk == tiles % workers + (workers if 2 * (tiles % workers) < workers else 0), case
+        rest = tiles % workers
+        tail = rest + (workers if 2 * rest < workers else 0)
+        if on and tiles > workers and rest and tail * kt // workers >= 16:
+            # The tail: the remainder past the full waves, and a full wave with it when under half a
+            # wave; none when a worker's segment would be under 16 k-tiles (kMinStreamKIters).
+            assert sk == tail, case
         else:
             assert sk == 0, case
         dp = tiles - sk
@@ -147,6 +150,16 @@ def test_work_units_cover_every_k_tile_once(tmp_path):
             assert [p[2] for p in ps] == list(range(len(ps))) and {p[3] for p in ps} == {len(ps)}, (case, tile)
             if tile >= dp:
                 assert len(ps) <= 3 if 2 * (tiles % workers) >= workers else len(ps) <= 2, (case, tile)
+        if grid == workers and sk > 0:
+            # Block b is worker b: its tail units are its segment's pieces, run last piece first
+            # (from k-tile 0), then the first piece (to the last k-tile), then the whole tiles
+            # between, so the workers' k-positions stay in two fronts (L2 reuse).
+            for b, units in res["blocks"].items():
+                seg = [unit for unit in units if unit[0] >= dp]
+                if len(seg) > 1:
+                    assert seg[0][1] == 0 and seg[1][2] == kt and seg[0][0] == seg[1][0] + len(seg) - 1, (case, b, seg)
+                    assert [u[0] for u in seg[2:]] == list(range(seg[1][0] + 1, seg[0][0])), (case, b, seg)
+                    assert all((u[1], u[2]) == (0, kt) for u in seg[2:]), (case, b, seg)
         if grid == workers and sk > 0:  # the point of the tail: every block ends within a k-tile of the others
             work = [sum(ke - kb for _, kb, ke, *_ in res["blocks"][b]) for b in range(grid)]
             assert max(work) - min(work) <= 1, (case, work)

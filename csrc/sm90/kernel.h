@@ -311,11 +311,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
         if (!smem.split_last) continue;  // not last: no epilogue, the last piece stores C
         // The last piece to arrive, whichever it is, sums all pieces in piece order: the same
-        // bits every time.
+        // bits every time. Pieces 0 and 1 keep their own values and add the other's (p0 + p1 is
+        // p1 + p0 to the bit): one partial fewer through L2, the only read of a two-piece tile.
         if (rows_inside) {
-          CUTE_UNROLL
-          for (int i = 0; i < size(acc); ++i) acc(i) = __ldcg(slots + i * kThreadsC);  // L2: other SMs wrote them
-          for (int s = 1; s < unit.parts; ++s) {
+          int s = 2;
+          if (unit.part < 2) {
+            const float* other = slots + (1 - unit.part) * int64_t(kBM * kBN);
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(other + i * kThreadsC);  // L2: another SM wrote it
+          } else {
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc); ++i) acc(i) = __ldcg(slots + i * kThreadsC);
+            s = 1;
+          }
+          for (; s < unit.parts; ++s) {
             const float* slot = slots + s * int64_t(kBM * kBN);
             CUTE_UNROLL
             for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(slot + i * kThreadsC);
