@@ -434,9 +434,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int num_sms = prop->multiProcessorCount;
-  // CUTE_GEMM_STREAM_K=1 turns the stream-K tail on (sm90::choose_stream_k); unset or 0: off. Off by
-  // default until it is measured on the device (written in session 9, when none was lent).
-  const bool stream_k = env_int("CUTE_GEMM_STREAM_K", 0, 1) == 1;
+  // The stream-K tail (sm90::choose_stream_k): unset, where its rule expects a gain; 1: wherever it
+  // can run (tests, benchmarks); 0: never.
+  const int stream_k_env = env_int("CUTE_GEMM_STREAM_K", 0, 1);
+  const bool stream_k = stream_k_env != 0;
 
   // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
   // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
@@ -482,7 +483,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
         // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
         const int workers = num_sms / tc.cluster_m;
-        const sm90::StreamK sk = sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers);
+        const sm90::StreamK sk = sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers,
+                                                          stream_k_env == 1);
         if (sk.tiles > 0) {
           shared_tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles
           parts = sk.slots;
@@ -553,7 +555,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                             (A.k_major ? "k" : "m") + (B.k_major ? "k" : "n") + " " + num(p.m) + "x" + num(p.n) + "x" +
                             num(p.k) + " l" + num(batch) + " c" + (c_f32 ? "f32" : "16") + (p.c_vector_ok ? "v" : "e") +
                             " x" + (x.defined() ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" +
-                            num(int(p.act)) + (stream_k ? " sk" : "");
+                            num(int(p.act)) + (stream_k_env == 1 ? " sk" : stream_k_env == 0 ? " nosk" : "");
     const std::optional<autotune::Choice> hit = autotune::find(path, key);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));

@@ -60,14 +60,22 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 // takes the last full wave with it, so that every worker's segment spans at least one tile's
 // k-tiles and no tile is cut into more than two pieces; a tile is never cut into more than
 // `slots` (the workspace's partials per tile). Needs a full wave before the tail (fewer tiles
-// than workers leave nothing to balance), 8 k-tiles or more, and segments of kMinStreamKIters
-// k-tiles or more (each cut costs an fp32 partial through L2).
+// than workers leave nothing to balance) and 8 k-tiles or more.
 struct StreamK {
   int tiles = 0;  // the last `tiles` cluster tiles, 0: none
   int slots = 0;
 };
-inline constexpr int kMinStreamKIters = 16;  // k-tiles per worker
-inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers) {
+// By default (not `forced`) the tail is taken only where it pays. On the H100 (session 10, device
+// runs 2 and 3) it costs about 22 us more than its k-tiles' math, whatever the shape (the cut
+// tiles' partials through L2, and the last pieces' sums, none of it under tensor-core work):
+// about 26 k-tiles of a 128x256 tile. Measured gains, in k-tiles of the rounds of whole tiles
+// saved: 8192^3 62 (1.6 % faster), 16384^2x8192 120 (1.1 %); break-even at 4096x4096x14336 27
+// and 4096x14336x4096 27; a loss at 4096^3 8 (8 % slower) and 8192x8192x1024 8 (5 %). So: segments
+// of kMinStreamKIters k-tiles or more, and kStreamKSaved k-tiles saved. `forced`
+// (CUTE_GEMM_STREAM_K=1: tests, benchmarks) takes it wherever it can run.
+inline constexpr int kMinStreamKIters = 16;
+inline constexpr int kStreamKSaved = 32;
+inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, bool forced = false) {
   if (workers < 2 || tiles <= workers || k_tiles < 8) return {};
   long long sk = tiles % workers;
   if (sk == 0) return {};
@@ -75,9 +83,11 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers) {
   const long long iters = sk * k_tiles;
   if (iters > (1ll << 30)) return {};  // 32-bit iteration ids in the kernel
   const long long per_worker = iters / workers;  // >= k_tiles / 2
-  // A cut tile's partials cost about as much as a few k-tiles of math: 8192x8192x1024's tail (8
-  // k-tiles per worker) ran 5 % slower than its half-empty last wave (session 10).
-  if (per_worker < kMinStreamKIters) return {};
+  if (!forced) {
+    const long long rounds = (sk + workers - 1) / workers;  // the tail's tiles, whole: 1 or 2 rounds
+    const long long saved = rounds * k_tiles - (iters + workers - 1) / workers;
+    if (per_worker < kMinStreamKIters || saved < kStreamKSaved) return {};
+  }
   return {int(sk), int(k_tiles / per_worker + 2)};
 }
 
