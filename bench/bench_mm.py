@@ -54,8 +54,8 @@ KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
-    "sk": {"CUTE_GEMM_STREAM_K": "1"},      # the chooser's pick with the stream-K tail on
-    "nosk": {"CUTE_GEMM_STREAM_K": "0"},    # ... and off
+    "sk": {"CUTE_GEMM_STREAM_K": "1"},      # the chooser's tile with the stream-K tail wherever it can run
+    "nosk": {"CUTE_GEMM_STREAM_K": "0"},    # ... and never (auto: where its rule expects a gain)
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -129,7 +129,8 @@ def positive_float(text: str) -> float:
 def variant_env(variant: str) -> dict[str, str]:
     """The CUTE_GEMM_* settings that select one variant (read by the op at call time). "tuned": the
     autotune cache's pick (CUTE_GEMM_AUTOTUNE=1; the check before timing tunes a new shape); "sk" / "nosk":
-    the chooser's pick with the stream-K tail on / off (CUTE_GEMM_STREAM_K=1 / 0)."""
+    the chooser's pick with the stream-K tail forced on / off (CUTE_GEMM_STREAM_K=1 / 0; auto leaves
+    it to the rule)."""
     if variant in NAMED_VARIANTS:
         return dict(NAMED_VARIANTS[variant])
     family, _, row = variant.partition(":")
