@@ -483,8 +483,12 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
         // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
         const int workers = num_sms / tc.cluster_m;
-        const sm90::StreamK sk = sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers,
-                                                          stream_k_env == 1);
+        // The default rule was measured on 128x256 tiles only (their k-tile is what its cost is
+        // counted in); smaller tiles take the tail only when forced.
+        const sm90::StreamK sk =
+            stream_k_env == 1 || tc.bm * tc.bn >= 128 * 256
+                ? sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers, stream_k_env == 1)
+                : sm90::StreamK{};
         if (sk.tiles > 0) {
           shared_tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles
           parts = sk.slots;
@@ -555,7 +559,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                             (A.k_major ? "k" : "m") + (B.k_major ? "k" : "n") + " " + num(p.m) + "x" + num(p.n) + "x" +
                             num(p.k) + " l" + num(batch) + " c" + (c_f32 ? "f32" : "16") + (p.c_vector_ok ? "v" : "e") +
                             " x" + (x.defined() ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" +
-                            num(int(p.act)) + (stream_k_env == 1 ? " sk" : stream_k_env == 0 ? " nosk" : "");
+                            num(int(p.act)) + (stream_k_env == 1 ? " sk" : stream_k_env == 0 ? " nosk" : " skrule");
     const std::optional<autotune::Choice> hit = autotune::find(path, key);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));

@@ -142,8 +142,9 @@ def test_split_k(splits, config, layout, monkeypatch):
         check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
-# (config row, M, N, K): more tiles than one wave of 132 SMs (the H100) and segments of 16 k-tiles
-# or more, so the stream-K tail applies: remainders under half a wave (a full wave joins the tail,
+# (config row, M, N, K): more tiles than one wave of 132 SMs (the H100), so the forced stream-K
+# tail (CUTE_GEMM_STREAM_K=1; the default rule would not take it on these small problems, and it
+# runs the same kernel path) applies: remainders under half a wave (a full wave joins the tail,
 # each tile in at most two pieces), over half a wave (pieces of about half a tile: up to three per
 # tile), the cluster tile, and K not a whole number of k-tiles.
 STREAM_K_CASES = [(3, 1100, 2100, 1000), (3, 1100, 2560, 1500), (0, 2100, 2200, 1000), (2, 2100, 4400, 720),
