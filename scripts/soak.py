@@ -1,12 +1,12 @@
 """Soak run: many random cute_gemm calls (ops, shapes, layouts, dtypes, views, kernel families,
-split-K) each checked against a float64 reference and against torch's own error; every tenth call
+split-K, the forced stream-K tail) each checked against a float64 reference and against torch's own error; every tenth call
 repeated for bitwise equality; device memory compared before and after. Run on a GPU machine:
 
     python3 -P scripts/soak.py --calls 10000            # one thread
     python3 -P scripts/soak.py --calls 4000 --threads 4 # each thread on its own stream
 
-Prints the figures and exits 1 if any call failed. In threaded mode the kernel-family and split
-knobs (environment variables, process-wide) stay at their defaults and TF32 stays allowed.
+Prints the figures and exits 1 if any call failed. In threaded mode the kernel-family, split and
+stream-K knobs (environment variables, process-wide) stay at their defaults and TF32 stays allowed.
 """
 
 import argparse
@@ -88,6 +88,8 @@ class Call:
                 self.env["CUTE_GEMM_FAMILY"] = family
             if family != "sm80" and rng.random() < 0.15:
                 self.env["CUTE_GEMM_SPLITS"] = str(rng.randint(2, 8))
+            elif family != "sm80" and rng.random() < 0.15:
+                self.env["CUTE_GEMM_STREAM_K"] = "1"  # the stream-K tail wherever it can run
         m, n, k = draw_dim(rng), draw_dim(rng), draw_dim(rng)
         if rng.random() < 0.03:
             m, n, k = [rng.choice([0, 1, m]) for _ in range(3)]
