@@ -437,7 +437,6 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // The stream-K tail (sm90::choose_stream_k): unset, where its rule expects a gain; 1: wherever it
   // can run (tests, benchmarks); 0: never.
   const int stream_k_env = env_int("CUTE_GEMM_STREAM_K", 0, 1);
-  const bool stream_k = stream_k_env != 0;
 
   // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
   // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
@@ -479,16 +478,12 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       if (splits > 1) {
         shared_tiles = sm90_tiles * batch;
         parts = splits;
-      } else if (stream_k && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit) {
+      } else if (stream_k_env != 0 && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit) {
         // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
         // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
         const int workers = num_sms / tc.cluster_m;
-        // The default rule was measured on 128x256 tiles only (their k-tile is what its cost is
-        // counted in); smaller tiles take the tail only when forced.
         const sm90::StreamK sk =
-            stream_k_env == 1 || tc.bm * tc.bn >= 128 * 256
-                ? sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers, stream_k_env == 1)
-                : sm90::StreamK{};
+            sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers, tc, stream_k_env == 1);
         if (sk.tiles > 0) {
           shared_tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles
           parts = sk.slots;

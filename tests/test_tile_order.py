@@ -113,7 +113,8 @@ def _walk_units(tmp_path):
         '#include <cstdio>\n#include "sm90/configs.h"\n'
         "int main() { long long tiles; int kt, workers, splits, grid, on;\n"
         '  while (std::scanf("%lld %d %d %d %d %d", &tiles, &kt, &workers, &splits, &grid, &on) == 6) {\n'
-        "    cute_gemm::sm90::StreamK sk = on ? cute_gemm::sm90::choose_stream_k(tiles, kt, workers, on == 1)\n"
+        "    cute_gemm::sm90::StreamK sk = on ? cute_gemm::sm90::choose_stream_k(tiles, kt, workers,\n"
+        "                                                    cute_gemm::sm90::kConfigs[2], on == 1)\n"
         "                                     : cute_gemm::sm90::StreamK{};\n"
         '    std::printf("case %d %d\\n", sk.tiles, sk.slots);\n'
         "    for (int b = 0; b < grid; ++b) {\n"
@@ -178,7 +179,7 @@ def test_work_units_cover_every_k_tile_once(tmp_path):
                     assert seg[0][1] == 0 and seg[1][2] == kt and seg[0][0] == seg[1][0] + len(seg) - 1, (case, b, seg)
                     assert [u[0] for u in seg[2:]] == list(range(seg[1][0] + 1, seg[0][0])), (case, b, seg)
                     assert all((u[1], u[2]) == (0, kt) for u in seg[2:]), (case, b, seg)
-        if grid == workers and sk > 0:  # the point of the tail: every block ends within a k-tile of the others
+            # The point of the tail: every block ends within a k-tile of the others.
             work = [sum(ke - kb for _, kb, ke, *_ in res["blocks"][b]) for b in range(grid)]
             assert max(work) - min(work) <= 1, (case, work)
         if not on:  # the data-parallel order: unit u = b, b + grid, ... is slice u % splits of tile u // splits

@@ -72,11 +72,11 @@ struct StreamK {
 // whole: 8192^3 62 (1.6-1.8 % faster, run 4), 16384^2x8192 120 (1.3-1.5 %); break-even at
 // 4096x4096x14336 27 and 4096x14336x4096 27 (run 2); slower at 4096^3 7 (8 %, run 2) and
 // 8192x8192x1024 7 (5 %, run 1). So: segments of kMinStreamKIters k-tiles or more, and
-// kStreamKSaved k-tiles saved; the host asks only for 128x256 tiles (the only ones measured).
+// kStreamKSaved k-tiles saved, on 128x256 tiles only (the only ones measured).
 // `forced` (CUTE_GEMM_STREAM_K=1: tests, benchmarks) takes it wherever it can run.
 inline constexpr int kMinStreamKIters = 16;
 inline constexpr int kStreamKSaved = 32;
-inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, bool forced = false) {
+inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const TileConfig& tc, bool forced) {
   if (workers < 2 || tiles <= workers || k_tiles < 8) return {};
   long long sk = tiles % workers;
   if (sk == 0) return {};
@@ -87,7 +87,7 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, bool f
   if (!forced) {
     const long long rounds = (sk + workers - 1) / workers;  // the tail's tiles, whole: 1 or 2 rounds
     const long long saved = rounds * k_tiles - (iters + workers - 1) / workers;
-    if (per_worker < kMinStreamKIters || saved < kStreamKSaved) return {};
+    if (tc.bm * tc.bn < 128 * 256 || per_worker < kMinStreamKIters || saved < kStreamKSaved) return {};
   }
   return {int(sk), int(k_tiles / per_worker + 2)};
 }
