@@ -445,6 +445,38 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
 
 
 @gpu
+@pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
+@pytest.mark.parametrize("activation", [a for a in ACTS if a is not None])
+def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatch):
+    """With more tiles than blocks, the sm90 kernel stores part of a tile's 16-bit C under the
+    next tile's main loop (from registers, after the activation); a block's last tile and C rows
+    that TMA cannot store (element stores, no scratch buffer) store it at once. Every path must
+    give the same bits, and match torch's unfused act(addmm)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+    # 17 x 17 tiles of 128x256 (289: three per block on 132 SMs), more of every smaller tile;
+    # partial tiles in M and N; K = 200: a main loop shorter than the deferred stores.
+    m, n, k = 2100, 4200, 200
+    for dtype in DTYPES:
+        a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+        bias = randn(n, dtype=dtype)
+        ref = addmm_ref(bias, a, b, 1, 1, activation)
+        theirs = ACTS[activation](torch.addmm(bias, a, b))
+        c = poisoned(lambda: cute_gemm.addmm(bias, a, b, activation=activation), (m, n), dtype)
+        check(c, ref, dtype, theirs)
+        # Rows of n + 1 elements, stored from registers (no scratch buffer): nothing is deferred.
+        buf = nan_out((m, n + 1), dtype)
+        monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", "0")
+        direct = cute_gemm.addmm(bias, a, b, activation=activation, out=buf[:, :n])
+        monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
+        assert torch.equal(direct, c), f"deferred and direct stores differ: {(direct != c).sum().item()} elements"
+        assert buf[:, n].isnan().all()
+
+
+@gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_addmm_beta_zero_ignores_nan_input(dtype):
     a, b = operand(127, 129, "n", dtype), operand(129, 131, "n", dtype)
