@@ -70,6 +70,11 @@ struct WorkCursor {
   CUTE_GEMM_HOST_DEVICE bool has_next() const { return u < dp_units || j < pieces() || w < sk_workers; }
   CUTE_GEMM_HOST_DEVICE bool next(Unit& out) {
     if (u < dp_units) {
+      if (splits == 1) {  // whole tiles, the common case: no divisions (the 64-bit ones are subroutines)
+        out = {u, 0, k_tiles, 0, 1, u};
+        u += step;
+        return true;
+      }
       const int tile = u / splits, slice = u % splits;
       out = {tile, int(int64_t(slice) * k_tiles / splits), int(int64_t(slice + 1) * k_tiles / splits), slice, splits,
              tile};
