@@ -349,8 +349,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         Tensor v = acc_chunks(_, j);
         const int ccol0 = col0 + j * Tr::kChunkN;
         // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are 64 j columns further.
-        if (math) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
-        if (stage_c) {
+        if (__builtin_expect(math, 0)) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
+        if (__builtin_expect(stage_c, 1)) {
           CUTE_UNROLL
           for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
           if (j < kImmediate || !defer_tile) store_chunk(jc);
