@@ -426,6 +426,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.alpha = float(ep.alpha);
   p.act = ep.act;
   p.grid_limit = prop->multiProcessorCount;
+  p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
   // CUTE_GEMM_GROUP_M=<tile rows per group>; CUTE_GEMM_SM80_CONFIG / CUTE_GEMM_SM90_CONFIG=<row of
   // that family's configs.h> pin the tile (benchmarks, tests).
   const int group = env_int("CUTE_GEMM_GROUP_M", 1, 64);

@@ -65,6 +65,9 @@ struct GemmParams {
   Activation act = Activation::kNone;
   bool x_f32 = false;  // X holds fp32 values (else the operands' type)
   bool c_f32 = false;  // C is fp32 (else the operands' type)
+  // SM90: the activation warps apply bias and activation where they can (sm90/kernel.h);
+  // CUTE_GEMM_ACT_OFFLOAD=0 keeps them in the consumers (tests and benchmarks compare the two).
+  bool act_offload = true;
 
   // Whether the epilogue changes the accumulators' values (fp32 C alone stores them as they are).
   CUTE_GEMM_HOST_DEVICE bool epilogue_math() const { return x != nullptr || alpha != 1.f || act != Activation::kNone; }

@@ -457,6 +457,8 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+    # The consumers' own epilogue (the activation warps' is test_addmm_activation_warps).
+    monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "0")
     # 17 x 17 tiles of 128x256 (289: three per block on 132 SMs), more of every smaller tile;
     # partial tiles in M and N; K = 200: a main loop shorter than the deferred stores.
     m, n, k = 2100, 4200, 200
@@ -474,6 +476,54 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
         monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
         assert torch.equal(direct, c), f"deferred and direct stores differ: {(direct != c).sum().item()} elements"
         assert buf[:, n].isnan().all()
+
+
+@gpu
+@pytest.mark.parametrize("config", [0, 2], ids=[SM90_CONFIG_NAMES[0], SM90_CONFIG_NAMES[2]])
+@pytest.mark.parametrize("activation", [a for a in ACTS if a is not None])
+def test_addmm_activation_warps(config, activation, monkeypatch):
+    """On 128x256 tiles the sm90 kernel hands an activation (and a 16-bit bias) to the producer
+    warpgroup's idle warps, which apply it to the staged 16-bit C and store it while the consumers
+    run the next tile. Right against float64 and next to torch's unfused act(addmm) on several
+    tiles per block, edge tiles, a main loop shorter than the consumers' hand-over gap and a long
+    one, scaled and unscaled, with and without a bias, into rows padded past N; the same bits on
+    every call; and not the bits of the consumers' own epilogue (CUTE_GEMM_ACT_OFFLOAD=0), which
+    rounds after the bias, so the path really ran."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "0")
+    # Two tiles or more per block (the kernel's rule), partial tiles in M and N (N = 4104: a last
+    # tile of 8 columns).
+    for (m, n, k), dtype, (beta, alpha), with_bias in [((2100, 4200, 200), torch.bfloat16, (1, 1), True),
+                                                       ((2100, 4104, 1500), torch.float16, (0.5, -1.5), True),
+                                                       ((2300, 4000, 520), torch.bfloat16, (1, 1.5), False)]:
+        a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+        bias = randn(n, dtype=dtype) if with_bias else None
+        if with_bias:
+            ref = addmm_ref(bias, a, b, beta, alpha, activation)
+            call = lambda **kw: cute_gemm.addmm(bias, a, b, beta=beta, alpha=alpha, activation=activation, **kw)
+            theirs = ACTS[activation](torch.addmm(bias, a, b, beta=beta, alpha=alpha))
+        else:
+            ref = ACTS[activation](alpha * (a.double() @ b.double()))
+            zeros = torch.zeros(n, dtype=dtype, device="cuda")
+            call = lambda **kw: cute_gemm.addmm(zeros, a, b, beta=0, alpha=alpha, activation=activation, **kw)
+            theirs = ACTS[activation](alpha * torch.mm(a, b))
+        c = poisoned(call, (m, n), dtype)
+        check(c, ref, dtype, theirs)
+        for col in (0, 1, n - 2, n - 1):
+            assert rel_err(c[:, col], ref[:, col]) <= 4 * REL_BOUND[dtype], col
+        assert torch.equal(c, call()), "not reproducible"
+        buf = nan_out((m + 1, n + 8), dtype)
+        assert torch.equal(call(out=buf[:m, :n]), c)
+        assert buf[:, n:].isnan().all() and buf[m].isnan().all(), "wrote past the out view"
+        monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "0")
+        own = call()
+        monkeypatch.delenv("CUTE_GEMM_ACT_OFFLOAD")
+        check(own, ref, dtype, theirs)
+        assert not torch.equal(own, c), "the activation warps did not run"
 
 
 @gpu

@@ -48,7 +48,9 @@ struct RingState {
   }
 };
 
-template <class Tr>
+// kOffload: the activation warps' kernel (see below), launched by run() where they apply; it has
+// no split-K / stream-K and no epilogue math in the consumers, which keeps their registers free.
+template <class Tr, bool kOffload>
 __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTANT KernelParams<Tr> const params) {
 #if defined(CUTE_GEMM_SM90_ENABLED)
   using T = typename Tr::Element;
@@ -67,6 +69,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     for (int s = 0; s < kStages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                   // the producer's arrive + TMA bytes
       EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
+    }
+    CUTE_UNROLL
+    for (int b = 0; b < 2; ++b) {
+      EmptyBarrier::init(&smem.c_ready[b], 128 * Tr::kConsumers);
+      EmptyBarrier::init(&smem.c_free[b], 1);
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
@@ -104,17 +111,33 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   // and counts itself; the last to arrive sums all of them in piece order and runs the epilogue.
   // Nobody waits for another block (no deadlock, whatever is resident), and the sum's order is
   // fixed (bitwise reproducible).
-  const int splits = p.splits;
-  const WorkCursor start = WorkCursor::make(num_cluster_tiles, k_tiles, splits, p.sk_tiles, p.sk_workers, first, step);
+  const int splits = kOffload ? 1 : p.splits;
+  const WorkCursor start = WorkCursor::make(num_cluster_tiles, k_tiles, splits, kOffload ? 0 : p.sk_tiles,
+                                            kOffload ? 0 : p.sk_workers, first, step);
   const int slot_stride = p.sk_tiles > 0 ? p.sk_slots : splits;  // partials per slot group
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
   RingState<kStages> ring;
+  constexpr int kChunks = kBN / Tr::kChunkN;
+  Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,64,BUF)
+  Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
+  auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
+
+  // The activation warps (warps 1-3, idle in the producer warpgroup otherwise) apply bias and
+  // activation to the 16-bit values the consumers staged and TMA-store them, while the consumers
+  // go on with the next tile's main loop: in this cooperative kernel the epilogue's math would
+  // otherwise run while the tensor cores wait. The pre-activation is rounded to C's type first
+  // (as torch's unfused addmm + activation rounds it), then alpha * z + beta * bias in fp32, then
+  // the activation. Whole tiles only (no split-K, no stream-K), and X at most a 16-bit bias:
+  // run() checks (offload_applies).
+  constexpr bool offload = kOffload;
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
-    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
+    // The activation warps need more than the producer thread: with no epilogue math of their own
+    // the consumers fit in 224 (56 + 2 x 224 = 3 x 168).
+    cutlass::arch::warpgroup_reg_dealloc<kOffload ? 56 : Tr::kProducerRegs>();
     if (threadIdx.x == 0) {
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
@@ -146,10 +169,69 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           ring.advance();
         }
       }
+    } else if (kOffload && threadIdx.x >= 32) {
+      // -------------------------------------------------------------- activation warps
+      constexpr int kActThreads = 96;
+      constexpr uint32_t kActBarrier = 2 + Tr::kConsumers;  // after the consumers' named barriers
+      const int at = threadIdx.x - 32;
+      // 8 columns at a time (one 16-byte swizzle unit): 8 independent activations per thread.
+      constexpr int kVec = 8;
+      const int grp = at % (64 / kVec);  // columns kVec grp .. kVec grp + kVec - 1 of each chunk
+      const int row_first = at / (64 / kVec);  // rows row_first, + 12, ... of the buffer
+      uint32_t ready_phase = 0;       // bit b: the parity buffer b's next chunk completes
+      WorkCursor cursor = start;
+      Unit unit;
+      while (cursor.next(unit)) {
+        for_each(make_int_sequence<kChunks>{}, [&](auto jc) {
+          constexpr int j = decltype(jc)::value;
+          constexpr int buf = j % 2;
+          EmptyBarrier::wait(&smem.c_ready[buf], (ready_phase >> buf) & 1);
+          ready_phase ^= 1u << buf;
+          const BatchTile t = smem.c_buf_tile[buf];
+          const int col = t.n * kBN + j * Tr::kChunkN + grp * kVec;
+          float bias[kVec];
+          CUTE_UNROLL
+          for (int q = 0; q < kVec / 2; ++q) {
+            const uint32_t pair = p.x != nullptr ? load_bias_pair<T>(p, col + 2 * q) : 0u;
+            bias[2 * q] = p.beta * pair_half<T>(pair, 0);
+            bias[2 * q + 1] = p.beta * pair_half<T>(pair, 1);
+          }
+          with_activation(p.act, [&](auto a) {
+            constexpr Activation A = decltype(a)::value;
+#pragma unroll 1
+            for (int r = row_first; r < kBM; r += kActThreads / (64 / kVec)) {
+              uint4* vec = reinterpret_cast<uint4*>(&sC(r, grp * kVec, buf));  // one 16-byte swizzle unit
+              uint4 v = *vec;
+              T* e = reinterpret_cast<T*>(&v);
+              CUTE_UNROLL
+              for (int i = 0; i < kVec; ++i) e[i] = T(activate<A>(p.alpha * float(e[i]) + bias[i]));
+              *vec = v;
+            }
+          });
+          tma_store_fence();  // these generic-proxy writes, visible to the TMA store
+          cutlass::arch::NamedBarrier::sync(kActThreads, kActBarrier);
+          if (at == 0) {
+            CUTE_UNROLL
+            for (int c = 0; c < Tr::kConsumers; ++c) {
+              Tensor gC = local_tile(mCt(_, _, t.l), chunk, make_coord(t.m * Tr::kConsumers + c, t.n * kChunks + j));
+              Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(c, 0));
+              auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
+                                                group_modes<0, 2>(gC));
+              copy(params.tma_c, tTsC, tTgC);
+            }
+            tma_store_arrive();
+            // Once the store has read the buffer, the consumers may stage their next chunk there.
+            // (Released only when the next chunk was stored, as wait<1> would, a tile's second
+            // chunk waited for its first to be computed: the consumers stalled ~10 us per tile.)
+            tma_store_wait<0>();
+            EmptyBarrier::arrive(&smem.c_free[buf]);
+          }
+        });
+      }
     }
   } else {
     // ---------------------------------------------------------------- consumers
-    cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+    cutlass::arch::warpgroup_reg_alloc<kOffload ? 224 : Tr::kConsumerRegs>();
     const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
     const int consumer = warp_group - 1;    // which 64-row slice of the tile
     const bool lane0 = ctid % 32 == 0;  // one arrival per warp on the "empty" barriers
@@ -165,8 +247,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 
     // C staging for the TMA-store path: chunk j of the accumulators (columns 64j..64j+63) is
     // converted into a ChunkMma-shaped register fragment and stmatrix-ed into buffer j % 2.
-    constexpr int kChunks = kBN / Tr::kChunkN;
-    Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,64,BUF)
     typename Tr::StoreC r2s;
     auto thr_r2s = r2s.get_thread_slice(ctid);
     Tensor tRSsC = thr_r2s.partition_D(sC);  // (CPY,CPY_M,CPY_N,BUF)
@@ -175,8 +255,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     constexpr int kChunkValues = decltype(size(rC))::value;
     static_assert(kChunkValues * kChunks == decltype(size(acc))::value, "chunks cover the accumulators");
     Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kChunks>{})));
-    Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
-    auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
     const uint32_t epilogue_barrier = 1 + consumer;  // named barrier per consumer warpgroup
     constexpr uint32_t kSplitBarrier = 1 + Tr::kConsumers;  // all consumer threads (split-K)
 
@@ -193,14 +271,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
     };
     // A 16-bit bias: the tile's pairs are loaded when its epilogue starts (epilogue.h, load_bias_pair).
-    const bool bias16 = Tr::kStageC && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
+    const bool bias16 = Tr::kStageC && !kOffload && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
 
     // Deferred C (16-bit C with 16-byte aligned rows, the TMA-store path): a tile's epilogue
     // converts its values into rCd and stops there; the stmatrix + TMA store of chunk j runs in
     // the next unit's j-th k-tile, between issuing its WGMMAs and waiting for them, so the tensor
     // cores work while the stores are staged (a cooperative kernel otherwise idles them for the
     // whole epilogue). A block's last unit, with no main loop after it, stores its own chunks.
-    const bool stage_c = Tr::kStageC && p.c_vector_ok;
+    const bool stage_c = Tr::kStageC && (kOffload || p.c_vector_ok);
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
@@ -208,9 +286,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor rCd = make_tensor<CT>(append(shape(rC), Int<kChunks>{}));  // (MMA,1,1,CHUNK): 16-bit values
     bool pending = false;
     const bool leader = ctid % 128 == 0;
+    uint32_t free_phase = 0;  // offload: bit b, the parity of buffer b's last store (a fresh barrier passes 1)
     auto store_chunk = [&](auto jc) {
       constexpr int j = decltype(jc)::value;
       constexpr int buf = j % 2;
+      if constexpr (kOffload) {  // hand the chunk to the activation warps
+        EmptyBarrier::wait(&smem.c_free[buf], ((free_phase >> buf) & 1) ^ 1);
+        free_phase ^= 1u << buf;
+        copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j)), tRSsC(_, _, _, buf));
+        if (ctid == 0) smem.c_buf_tile[buf] = smem.c_tile[0];
+        EmptyBarrier::arrive(&smem.c_ready[buf]);  // releases this thread's stmatrix writes
+        return;
+      }
       // The store that last read this buffer (two chunks ago, maybe in the previous tile; with
       // one chunk per tile, the previous tile's) must have finished reading before anyone
       // overwrites it.
@@ -261,7 +348,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       const int kt_end = unit.ke;
       if (pending) {
         // The previous tile's chunk j under this unit's k-tile j (after the loop when K is short).
+        // Offload: the deferred chunks spread evenly over the main loop instead, so that the
+        // activation warps are done with a buffer before it is needed again.
+        const int spread = kOffload ? (kt_end - kt) / (kChunks - kImmediate + 1) : 0;
         for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
+          for (int g = 0; g < spread && kt + 1 < kt_end; ++g, ++kt) {
+            issue();
+            retire();
+          }
           const bool issued = kt < kt_end;
           if (issued) issue();
           store_deferred(jc);
@@ -286,7 +380,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c) bias_pairs[c] = load_bias_pair<T>(p, col0 + c * Tr::kChunkN + 2 * (ctid % 32));
       }
-      if (unit.parts > 1) {
+      if (!kOffload && unit.parts > 1) {
         // This block's tile, numbered across the cluster and the batch, and its partials: one
         // kBM x kBN fp32 slot per piece, value i of consumer thread ctid at i * kThreadsC + ctid
         // (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA atom: warps whose
@@ -337,7 +431,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // compile-time loop: every index and coordinate is a constant, so the values stay in
       // registers (a runtime chunk index would put the accumulators in local memory), and each
       // chunk's registers are free once it is stored.
-      const bool math = p.epilogue_math();
+      const bool math = !kOffload && p.epilogue_math();
       // Deferred only when this block has another unit to hide the stores under.
       const bool defer_tile = stage_c && cursor.has_next();
       // The tile whose chunks are stored, kept where the leader finds it when it stores them: in
@@ -376,14 +470,42 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 #endif
 }
 
+template <class Tr, bool kOffload>
+struct KernelTag {};
+
+// Whether the activation warps' kernel serves p: 128x256 tiles (the large problems, where the
+// epilogue has a main loop to hide under), 16-bit C with 16-byte aligned rows, an activation, at
+// most a 16-bit bias, whole tiles.
+template <class Tr>
+bool offload_applies(const GemmParams& p) {
+  return Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256 && p.act_offload && p.c_vector_ok && !p.c_f32 &&
+         p.act != Activation::kNone && p.splits == 1 && p.sk_tiles == 0 &&
+         (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
+}
+
 template <DType D, bool AKMajor, bool BKMajor, int Cfg>
 cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg>;
   using T = typename Tr::Element;
-  auto* kernel = &gemm_kernel<Tr>;
   constexpr int smem = Tr::kSmemBytes;
-
-  if (cudaError_t e = opt_in_smem<Tr>(reinterpret_cast<const void*>(kernel), smem); e != cudaSuccess) return e;
+  constexpr bool kHasOffload = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256;
+  auto* general = &gemm_kernel<Tr, false>;
+  auto* offload_kernel = [] {  // instantiated only where offload_applies can hold
+    if constexpr (kHasOffload) {
+      return &gemm_kernel<Tr, true>;
+    } else {
+      return &gemm_kernel<Tr, false>;
+    }
+  }();
+  if (cudaError_t e = opt_in_smem<KernelTag<Tr, false>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
+    return e;
+  }
+  if constexpr (kHasOffload) {
+    if (cudaError_t e = opt_in_smem<KernelTag<Tr, true>>(reinterpret_cast<const void*>(offload_kernel), smem);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
 
   // (MN,K,L): the batch is TMA's third dimension (the host keeps its stride a nonzero multiple
   // of 16 bytes, as TMA requires).
@@ -423,7 +545,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     config.gridDim = dim3(unsigned(resident * Tr::kCluster));
     // Depends only on the kernel and the device: asked once per device.
     if (cudaError_t e = once_per_device<Tr>(&clusters, [&](int* r) {
-          const cudaError_t err = cudaOccupancyMaxActiveClusters(r, kernel, &config);
+          const cudaError_t err = cudaOccupancyMaxActiveClusters(r, general, &config);  // the offload kernel alike
           return err == cudaSuccess && *r < 1 ? cudaErrorInvalidConfiguration : err;  // would never run
         });
         e != cudaSuccess) {
@@ -438,6 +560,9 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
   // (and below 2^31 - grid, so that the blocks' `u += step` cannot overflow either)
   if (units * Tr::kCluster > std::numeric_limits<int>::max() - p.grid_limit) return cudaErrorInvalidValue;
+  // The activation warps' kernel where it applies and blocks have two tiles or more: a block's
+  // last tile has no main loop after it to hide their work under.
+  auto* kernel = kHasOffload && units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel : general;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;

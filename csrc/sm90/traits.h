@@ -107,6 +107,12 @@ struct KernelTraits {
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
     int split_last;  // split-K: this block's slice was the tile's last to arrive (tells all consumers)
     BatchTile c_tile[kConsumers];  // the tile whose C chunks each consumer's leader thread stores
+    // The activation warps (kernel.h): staging buffer b holds a chunk of 16-bit pre-activations of
+    // tile c_buf_tile[b] (every consumer thread arrives on c_ready[b]), and its store has read it
+    // (the storing thread arrives on c_free[b]).
+    alignas(8) uint64_t c_ready[2];
+    alignas(8) uint64_t c_free[2];
+    BatchTile c_buf_tile[2];
   };
   // +1 KB: the dynamic shared memory base is only guaranteed 16-byte aligned.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
