@@ -405,6 +405,14 @@ def test_addmm_activation_matches_torch(dtype, activation):
 SM90_CONFIG_NAMES = config_names(Path(__file__).resolve().parents[1] / "csrc" / "sm90" / "configs.h")
 
 
+def use_sm90_row(monkeypatch, config):
+    """Pin the sm90 family and its tile config row `config`; skip where the GPU lacks the family."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+
+
 @gpu
 @pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
 @pytest.mark.parametrize("kind", ["bias", "bias_offset", "full", "full_colmajor", "column"])
@@ -412,10 +420,7 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
     """The sm90 epilogue walks a tile's accumulators in 64-column chunks: every tile config, on
     shapes with several tiles per block and edge tiles in M and N, for the TMA-store path, the
     fp32 output and C rows that are not 16-byte aligned (element stores)."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
-    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
-    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    use_sm90_row(monkeypatch, config)
     for (m, n, k), activation, dtype in [((300, 520, 200), "gelu", torch.bfloat16),
                                          ((1500, 1104, 72), "silu", torch.float16),
                                          ((129, 1031, 64), None, torch.bfloat16)]:
@@ -452,10 +457,7 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
     next tile's main loop (from registers, after the activation); a block's last tile and C rows
     that TMA cannot store (element stores, no scratch buffer) store it at once. Every path must
     give the same bits, and match torch's unfused act(addmm)."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
-    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
-    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    use_sm90_row(monkeypatch, config)
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
     # The consumers' own epilogue (the activation warps' is test_addmm_activation_warps).
     monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "0")
@@ -485,14 +487,11 @@ def test_addmm_activation_warps(config, activation, monkeypatch):
     """On 128x256 tiles the sm90 kernel hands an activation (and a 16-bit bias) to the producer
     warpgroup's idle warps, which apply it to the staged 16-bit C and store it while the consumers
     run the next tile. Right against float64 and next to torch's unfused act(addmm) on several
-    tiles per block, edge tiles, a main loop shorter than the consumers' hand-over gap and a long
-    one, scaled and unscaled, with and without a bias, into rows padded past N; the same bits on
+    tiles per block, edge tiles, a main loop of a few k-tiles (the deferred chunks' spread is 1)
+    and a long one, scaled and unscaled, with and without a bias, into rows padded past N; the same bits on
     every call; and not the bits of the consumers' own epilogue (CUTE_GEMM_ACT_OFFLOAD=0), which
     rounds after the bias, so the path really ran."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm90 family (TMA + WGMMA) needs an sm_90 GPU")
-    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm90")
-    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    use_sm90_row(monkeypatch, config)
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "0")
     # Two tiles or more per block (the kernel's rule), partial tiles in M and N (N = 4104: a last

@@ -123,6 +123,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,64,BUF)
   Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
   auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
+  // TMA-store consumer c's 64-row slice of chunk j of tile t from staging buffer buf (one thread).
+  auto store_slice = [&](const BatchTile& t, int c, int j, int buf) {
+    Tensor gC = local_tile(mCt(_, _, t.l), chunk, make_coord(t.m * Tr::kConsumers + c, t.n * kChunks + j));
+    Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(c, 0));
+    auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
+                                      group_modes<0, 2>(gC));
+    copy(params.tma_c, tTsC, tTgC);
+  };
 
   // The activation warps (warps 1-3, idle in the producer warpgroup otherwise) apply bias and
   // activation to the 16-bit values the consumers staged and TMA-store them, while the consumers
@@ -212,13 +220,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           cutlass::arch::NamedBarrier::sync(kActThreads, kActBarrier);
           if (at == 0) {
             CUTE_UNROLL
-            for (int c = 0; c < Tr::kConsumers; ++c) {
-              Tensor gC = local_tile(mCt(_, _, t.l), chunk, make_coord(t.m * Tr::kConsumers + c, t.n * kChunks + j));
-              Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(c, 0));
-              auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
-                                                group_modes<0, 2>(gC));
-              copy(params.tma_c, tTsC, tTgC);
-            }
+            for (int c = 0; c < Tr::kConsumers; ++c) store_slice(t, c, j, buf);
             tma_store_arrive();
             // Once the store has read the buffer, the consumers may stage their next chunk there.
             // (Released only when the next chunk was stored, as wait<1> would, a tile's second
@@ -307,12 +309,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
       if (leader) {
-        const BatchTile pt = smem.c_tile[consumer];
-        Tensor gC = local_tile(mCt(_, _, pt.l), chunk, make_coord(pt.m * Tr::kConsumers + consumer, pt.n * kChunks + j));
-        Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(consumer, 0));
-        auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
-                                          group_modes<0, 2>(gC));
-        copy(params.tma_c, tTsC, tTgC);
+        store_slice(smem.c_tile[consumer], consumer, j, buf);
         tma_store_arrive();
       }
     };
