@@ -139,7 +139,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   // (as torch's unfused addmm + activation rounds it), then alpha * z + beta * bias in fp32, then
   // the activation. Whole tiles only (no split-K, no stream-K), and X at most a 16-bit bias:
   // run() checks (offload_applies).
-  constexpr bool offload = kOffload;
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
@@ -470,12 +469,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 template <class Tr, bool kOffload>
 struct KernelTag {};
 
-// Whether the activation warps' kernel serves p: 128x256 tiles (the large problems, where the
-// epilogue has a main loop to hide under), 16-bit C with 16-byte aligned rows, an activation, at
-// most a 16-bit bias, whole tiles.
+// The tiles that have the activation warps' kernel: 128x256 (the large problems, where the
+// epilogue has a main loop to hide under) with staged C.
+template <class Tr>
+constexpr bool kOffloadTile = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256;
+
+// Whether the activation warps' kernel serves p: such a tile, 16-bit C with 16-byte aligned rows,
+// an activation, at most a 16-bit bias, whole tiles.
 template <class Tr>
 bool offload_applies(const GemmParams& p) {
-  return Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256 && p.act_offload && p.c_vector_ok && !p.c_f32 &&
+  return kOffloadTile<Tr> && p.act_offload && p.c_vector_ok && !p.c_f32 &&
          p.act != Activation::kNone && p.splits == 1 && p.sk_tiles == 0 &&
          (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
 }
@@ -485,10 +488,9 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg>;
   using T = typename Tr::Element;
   constexpr int smem = Tr::kSmemBytes;
-  constexpr bool kHasOffload = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256;
   auto* general = &gemm_kernel<Tr, false>;
   auto* offload_kernel = [] {  // instantiated only where offload_applies can hold
-    if constexpr (kHasOffload) {
+    if constexpr (kOffloadTile<Tr>) {
       return &gemm_kernel<Tr, true>;
     } else {
       return &gemm_kernel<Tr, false>;
@@ -497,7 +499,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   if (cudaError_t e = opt_in_smem<KernelTag<Tr, false>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
     return e;
   }
-  if constexpr (kHasOffload) {
+  if constexpr (kOffloadTile<Tr>) {
     if (cudaError_t e = opt_in_smem<KernelTag<Tr, true>>(reinterpret_cast<const void*>(offload_kernel), smem);
         e != cudaSuccess) {
       return e;
@@ -559,7 +561,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   if (units * Tr::kCluster > std::numeric_limits<int>::max() - p.grid_limit) return cudaErrorInvalidValue;
   // The activation warps' kernel where it applies and blocks have two tiles or more: a block's
   // last tile has no main loop after it to hide their work under.
-  auto* kernel = kHasOffload && units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel : general;
+  auto* kernel = units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel : general;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
