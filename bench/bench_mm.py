@@ -50,7 +50,7 @@ REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
-         "CUTE_GEMM_STREAM_K")
+         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_ACT_OFFLOAD")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -323,13 +323,16 @@ def measure_row(torch, impls, sets, ref, bound, seconds) -> dict:
 
 @contextlib.contextmanager
 def knobs(settings: dict[str, str]):
-    """Set the CUTE_GEMM_* variant knobs for the duration, then restore what was there."""
-    saved = {k: os.environ.pop(k, None) for k in KNOBS}
+    """Clear the CUTE_GEMM_* variant knobs and set `settings` for the duration, then restore what
+    was there: every knob and every key of `settings` (a setting that outlived its row would pick
+    the kernel of every later row, as CUTE_GEMM_ACT_OFFLOAD=0 did before session 13)."""
+    keys = dict.fromkeys([*KNOBS, *settings])
+    saved = {k: os.environ.pop(k, None) for k in keys}
     os.environ.update(settings)
     try:
         yield
     finally:
-        for k in KNOBS:
+        for k in keys:
             os.environ.pop(k, None)
         os.environ.update({k: v for k, v in saved.items() if v is not None})
 

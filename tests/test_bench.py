@@ -70,6 +70,23 @@ def test_variants_parse_and_select_knobs():
             bench.parse_variants(bad)
 
 
+def test_knobs_restore_everything_they_set(monkeypatch):
+    # bench_ops' "consumers" column sets CUTE_GEMM_ACT_OFFLOAD=0: it must not outlive that column
+    # (it did, and every later row's "fused" ran without the activation warps).
+    monkeypatch.delenv("CUTE_GEMM_ACT_OFFLOAD", raising=False)
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
+    with bench.knobs({"CUTE_GEMM_ACT_OFFLOAD": "0", "CUTE_GEMM_SM90_CONFIG": "2"}):
+        assert os.environ["CUTE_GEMM_ACT_OFFLOAD"] == "0" and os.environ["CUTE_GEMM_SM90_CONFIG"] == "2"
+        assert "CUTE_GEMM_FAMILY" not in os.environ and "CUTE_GEMM_STREAM_K" not in os.environ
+    assert "CUTE_GEMM_ACT_OFFLOAD" not in os.environ and "CUTE_GEMM_SM90_CONFIG" not in os.environ
+    assert os.environ["CUTE_GEMM_FAMILY"] == "sm80" and os.environ["CUTE_GEMM_STREAM_K"] == "1"
+    monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "1")
+    with bench.knobs({"CUTE_GEMM_ACT_OFFLOAD": "0"}):
+        assert os.environ["CUTE_GEMM_ACT_OFFLOAD"] == "0"
+    assert os.environ["CUTE_GEMM_ACT_OFFLOAD"] == "1"
+
+
 def test_family_is_a_shorthand_and_auto_is_always_timed(capsys):
     assert bench.parse_args([]).variants == ["auto"]
     assert bench.parse_args(["--family", "sm80"]).variants == ["auto", "sm80"]
