@@ -80,7 +80,7 @@ CUTE_DEVICE void add_x(float (&v)[kSize], Coord const& coord, int row0, int col0
   }
 }
 
-// v[i] = act(v[i]), unrolled by 8: eight independent erff/exp chains at a time hide each
+// v[i] = act(v[i]), unrolled by 8: eight independent exp chains at a time hide each
 // other's latency, while the code stays 8 copies of the activation, not 128 (fully unrolled, the
 // 128 copies of each activation tripled ptxas time, sm80 kernel 60 s -> 170 s, past what the CI's
 // 2 cores can build in its 90 minutes).
