@@ -429,9 +429,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
   // CUTE_GEMM_GROUP_M=<tile rows per group>; CUTE_GEMM_SM80_CONFIG / CUTE_GEMM_SM90_CONFIG=<row of
   // that family's configs.h> pin the tile (benchmarks, tests).
-  // Unset: 8 for the SM80 family, sm90::choose_group_m for the SM90 family (per row, in launch_with).
-  const int group_env = env_int("CUTE_GEMM_GROUP_M", 1, 64);
-  p.group_m = group_env > 0 ? group_env : 8;
+  const int group = env_int("CUTE_GEMM_GROUP_M", 1, 64);
+  p.group_m = group > 0 ? group : 8;
 
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
@@ -474,7 +473,6 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     if (sm90) {
       const sm90::TileConfig& tc = sm90::kConfigs[cfg];
       sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
-      if (group_env <= 0 && !tf32) r.group_m = sm90::choose_group_m(p.k, tc, int(a.element_size()));
       // Tiles whose pieces sum through the workspace (one counter and `parts` fp32 kBM x kBN
       // partials each): every tile with split-K, the tail's with stream-K.
       int64_t shared_tiles = 0, parts = 0;

@@ -92,21 +92,6 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
   return {int(sk), int(k_tiles / per_worker + 2)};
 }
 
-// Tile rows per group of the grouped order (tile_scheduler.h; CUTE_GEMM_GROUP_M pins it). Every
-// wave of a group reads the group's A row-panels (group x bm x K) again, and each group reads
-// all of B once: the larger the group, the fewer times B comes from DRAM, as long as the group's
-// A panels stay in L2 (50 MB on the H100, which C's stores stream through as well). So: the
-// largest group whose A panels fill at most kGroupPanelBytes, between 8 (the earlier fixed
-// value; sessions 6 and 8 measured 4, 8 and 16: alike within noise) and 64 tile rows. Short K gains
-// most: 8192x8192x1024 ran at 79 % L2 hits against cuBLAS's 90 % (session 11, ncu), its groups
-// of 8 rows reading B (16 MB) eight times. (session 13)
-inline constexpr long long kGroupPanelBytes = 16ll << 20;
-inline int choose_group_m(int k, const TileConfig& c, int element_bytes) {
-  const long long row_panel = (long long)c.bm * (k > 0 ? k : 1) * element_bytes;
-  const long long g = kGroupPanelBytes / row_panel;
-  return int(g < 8 ? 8 : g > 64 ? 64 : g);
-}
-
 // Host rule, from the H100 runs in docs/tuning.md: with at least two waves of 128x256 tiles the
 // 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
 // 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);
