@@ -21,6 +21,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 2 */ {128, 256, 64, 4, 2, 2, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
     /* 3 */ {128, 64, 64, 8, 2, 1, "128x64x64_s8_c2"},       // 2 x (64x64): small problems, 4x the tiles of row 0
     /* 4 */ {64, 128, 64, 8, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
+    /* 5 */ {64, 64, 64, 12, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -114,8 +115,26 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // 98.3 us -> 91.8 us bf16, operand copies included); and short K (<= 256) with two waves or more
 // takes the 128x128 tile, whose epilogues (most of such a tile's time) run on twice the blocks
 // (81920x256x256: 38.4 us -> 36.5 us; device run 3, bf16).
+// Rows M <= 64 (decode) stream B through one consumer warpgroup per block. Row 5's 64-column
+// tiles make twice row 4's blocks; where row 4's leave SMs idle that paid on the H100 (session
+// 13, device runs 6-7, bf16, us, row 4 / row 5): 64x8192x8192 54.4 / 51.9, 64x4096x8192 33.3 / 28.1,
+// 64x4096x4096 18.6 / 16.0, 64x8192x4096 29.4 / 28.1, 32x8192x8192 56.2 / 53.1, 16x8192x8192
+// 58.9 / 53.8; but not at 16x4096x4096, 20.4 / 21.8 (M <= 16 fills a quarter of the 64-row A tile
+// and K = 4096 gives each block half as many k-tiles to stream: kept on row 4 by rule, no more
+// than that one measurement behind it). On a tie (16x14336x4096, 1x28672x8192: 85 % of the SMs'
+// waves busy either way) row 4, which measured 1.06 / 0.96 and 0.93 / 0.85 x torch.mm there.
+inline int choose_decode_config(int m, int n, int k, long long batch, int num_sms) {
+  auto fill = [&](int bn) {  // busy SMs over the waves: tiles / (waves x SMs)
+    const long long tiles = (long long)((n + bn - 1) / bn) * batch;
+    const long long waves = (tiles + num_sms - 1) / num_sms;
+    return double(tiles) / double(waves * num_sms);
+  };
+  if (m <= 16 && k < 8192) return 4;
+  return fill(kConfigs[5].bn) > fill(kConfigs[4].bn) + 0.01 ? 5 : 4;
+}
+
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
-  if (m <= 64) return 4;
+  if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
   if (k <= 256 && tiles256 >= 2LL * num_sms) return 1;
   if (tiles256 > num_sms) return 2;
