@@ -50,7 +50,7 @@ REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
-         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_ACT_OFFLOAD")
+         "CUTE_GEMM_STREAM_K")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -328,8 +328,8 @@ def knobs(settings: dict[str, str]):
     the kernel of every later row, as CUTE_GEMM_ACT_OFFLOAD=0 did before session 13)."""
     keys = dict.fromkeys([*KNOBS, *settings])
     saved = {k: os.environ.pop(k, None) for k in keys}
-    os.environ.update(settings)
     try:
+        os.environ.update(settings)
         yield
     finally:
         for k in keys:

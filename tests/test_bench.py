@@ -71,9 +71,11 @@ def test_variants_parse_and_select_knobs():
 
 
 def test_knobs_restore_everything_they_set(monkeypatch):
-    # bench_ops' "consumers" column sets CUTE_GEMM_ACT_OFFLOAD=0: it must not outlive that column
-    # (it did, and every later row's "fused" ran without the activation warps).
-    monkeypatch.delenv("CUTE_GEMM_ACT_OFFLOAD", raising=False)
+    # bench_ops' "consumers" column sets CUTE_GEMM_ACT_OFFLOAD=0 (not one of KNOBS): it must not
+    # outlive that column (it did, and every later row's "fused" ran without the activation warps).
+    for name in (*bench.KNOBS, "CUTE_GEMM_ACT_OFFLOAD", "CUTE_GEMM_SPLITS"):
+        monkeypatch.delenv(name, raising=False)
+    assert "CUTE_GEMM_ACT_OFFLOAD" not in bench.KNOBS and "CUTE_GEMM_SPLITS" not in bench.KNOBS
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
     with bench.knobs({"CUTE_GEMM_ACT_OFFLOAD": "0", "CUTE_GEMM_SM90_CONFIG": "2"}):
@@ -81,10 +83,14 @@ def test_knobs_restore_everything_they_set(monkeypatch):
         assert "CUTE_GEMM_FAMILY" not in os.environ and "CUTE_GEMM_STREAM_K" not in os.environ
     assert "CUTE_GEMM_ACT_OFFLOAD" not in os.environ and "CUTE_GEMM_SM90_CONFIG" not in os.environ
     assert os.environ["CUTE_GEMM_FAMILY"] == "sm80" and os.environ["CUTE_GEMM_STREAM_K"] == "1"
-    monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "1")
-    with bench.knobs({"CUTE_GEMM_ACT_OFFLOAD": "0"}):
-        assert os.environ["CUTE_GEMM_ACT_OFFLOAD"] == "0"
-    assert os.environ["CUTE_GEMM_ACT_OFFLOAD"] == "1"
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "3")  # a setting outside KNOBS is restored, not cleared
+    with bench.knobs({"CUTE_GEMM_SPLITS": "2"}):
+        assert os.environ["CUTE_GEMM_SPLITS"] == "2"
+    assert os.environ["CUTE_GEMM_SPLITS"] == "3"
+    with pytest.raises(TypeError):  # a bad setting restores what was cleared
+        with bench.knobs({"CUTE_GEMM_SM80_CONFIG": 1}):
+            pass
+    assert os.environ["CUTE_GEMM_FAMILY"] == "sm80" and "CUTE_GEMM_SM80_CONFIG" not in os.environ
 
 
 def test_family_is_a_shorthand_and_auto_is_always_timed(capsys):

@@ -41,7 +41,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // 0.63 / 0.77 (4), 64x8192x8192 0.69 / 0.87 (2), 128x4096x14336 0.79 / 0.99 (4).
 //
 // Session 7 (device runs 3-5, the benchmark's rotated operands; the autotune cache picked the
-// same): the one-consumer tile (row 4, rows M <= 64) is never split. Its decode shapes stream B,
+// same): the one-consumer tiles (rows 4 and 5, rows M <= 64) are never split. Its decode shapes stream B,
 // and slices saved less than the partials and the counters' zeroing cost: 64x8192x8192 0.91x ->
 // 0.92-0.94x unsplit, 16x4096x4096 0.84-0.85x either way.
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
@@ -121,15 +121,17 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // 64x4096x4096 18.6 / 16.0, 64x8192x4096 29.4 / 28.1, 32x8192x8192 56.2 / 53.1, 16x8192x8192
 // 58.9 / 53.8; but not at 16x4096x4096, 20.4 / 21.8 (M <= 16 fills a quarter of the 64-row A tile
 // and K = 4096 gives each block half as many k-tiles to stream: kept on row 4 by rule, no more
-// than that one measurement behind it). On a tie (16x14336x4096, 1x28672x8192: 85 % of the SMs'
-// waves busy either way) row 4, which measured 1.06 / 0.96 and 0.93 / 0.85 x torch.mm there.
+// than that one measurement behind it). Every shape measured had fewer row-4 tiles than SMs;
+// with a wave or more of them (1x28672x8192: 224 tiles, 85 % of the SMs' waves busy with either
+// row; row 4 0.93x torch.mm, row 5 0.85x) row 4 stays, as it does on a tie.
 inline int choose_decode_config(int m, int n, int k, long long batch, int num_sms) {
   auto fill = [&](int bn) {  // busy SMs over the waves: tiles / (waves x SMs)
     const long long tiles = (long long)((n + bn - 1) / bn) * batch;
     const long long waves = (tiles + num_sms - 1) / num_sms;
     return double(tiles) / double(waves * num_sms);
   };
-  if (m <= 16 && k < 8192) return 4;
+  const long long tiles4 = (long long)((n + kConfigs[4].bn - 1) / kConfigs[4].bn) * batch;
+  if ((m <= 16 && k < 8192) || tiles4 >= num_sms) return 4;
   return fill(kConfigs[5].bn) > fill(kConfigs[4].bn) + 0.01 ? 5 : 4;
 }
 
