@@ -123,16 +123,14 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // and K = 4096 gives each block half as many k-tiles to stream: kept on row 4 by rule, no more
 // than that one measurement behind it). Every shape measured had fewer row-4 tiles than SMs;
 // with a wave or more of them (1x28672x8192: 224 tiles, 85 % of the SMs' waves busy with either
-// row; row 4 0.93x torch.mm, row 5 0.85x) row 4 stays, as it does on a tie.
+// row; row 4 0.93x torch.mm, row 5 0.85x) row 4 stays. So: row 5 where its tiles fit in one wave
+// (past that, row 4's fill the waves as well or better) and busy more than 1 % of the SMs beyond
+// row 4's.
 inline int choose_decode_config(int m, int n, int k, long long batch, int num_sms) {
-  auto fill = [&](int bn) {  // busy SMs over the waves: tiles / (waves x SMs)
-    const long long tiles = (long long)((n + bn - 1) / bn) * batch;
-    const long long waves = (tiles + num_sms - 1) / num_sms;
-    return double(tiles) / double(waves * num_sms);
-  };
-  const long long tiles4 = (long long)((n + kConfigs[4].bn - 1) / kConfigs[4].bn) * batch;
-  if ((m <= 16 && k < 8192) || tiles4 >= num_sms) return 4;
-  return fill(kConfigs[5].bn) > fill(kConfigs[4].bn) + 0.01 ? 5 : 4;
+  if (m <= 16 && k < 8192) return 4;
+  const long long tiles5 = tile_count(m, n, kConfigs[5].bm, kConfigs[5].bn) * batch;
+  const long long tiles4 = tile_count(m, n, kConfigs[4].bm, kConfigs[4].bn) * batch;
+  return tiles5 <= num_sms && 100 * (tiles5 - tiles4) > num_sms ? 5 : 4;
 }
 
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
