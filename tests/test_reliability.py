@@ -322,6 +322,11 @@ def test_same_bits_across_calls_streams_and_processes():
 
 # =========================================================================== concurrency
 
+# One row of 128x64 tiles with a long K: the chooser splits it (sm90 row 3, 4 slices of 32 k-tiles).
+# (64x512x8192, used before, is a decode row: not split since session 7.)
+SPLIT_SHAPE = (128, 1024, 8192)
+
+
 def _workload(seed: int):
     """A thread's calls: (function, its float64 reference), on shapes and dtypes of its own."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -330,7 +335,7 @@ def _workload(seed: int):
         dtype = (torch.float16, torch.bfloat16)[(seed + i) % 2]
         m, n, k = [int(v) for v in torch.randint(1, 700, (3,), generator=gen, device="cuda")]
         if i % 4 == 3:
-            m, n, k = 64, 512, 8192  # long K on a decode row (not split since session 7)
+            m, n, k = SPLIT_SHAPE  # split-K by the chooser (test_threads_each_on_its_own_stream checks)
         a = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
         b = torch.randn(n, k, device="cuda", generator=gen).to(dtype).t()
         bias = torch.randn(n, device="cuda", generator=gen).to(dtype)
@@ -347,8 +352,16 @@ def _workload(seed: int):
     return calls
 
 
-def test_threads_each_on_its_own_stream():
+def test_threads_each_on_its_own_stream(monkeypatch):
     threads, rounds = 6, 5
+    if torch.cuda.get_device_capability() == (9, 0):
+        # The workload's SPLIT_SHAPE calls run split-K: fp32 sums in another order than unsplit.
+        m, n, k = SPLIT_SHAPE
+        a, b = randn(m, k), randn(n, k).t()
+        chosen = cute_gemm.mm(a, b, out_dtype=torch.float32)
+        monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+        assert not torch.equal(chosen, cute_gemm.mm(a, b, out_dtype=torch.float32)), "SPLIT_SHAPE is not split"
+        monkeypatch.delenv("CUTE_GEMM_SPLITS")
     work = [_workload(1000 + t) for t in range(threads)]
     torch.cuda.synchronize()  # inputs written before any thread's stream reads them
     results = [[] for _ in range(threads)]
@@ -423,7 +436,7 @@ def test_tensors_on_the_second_gpu_run_there(path, monkeypatch):
     dev = torch.device("cuda:1")
     if path == "sm80":
         monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
-    m, n, k = (64, 512, 8192) if path == "split_k" else (300, 520, 1000)
+    m, n, k = SPLIT_SHAPE if path == "split_k" else (300, 520, 1000)
     a, b = operand(m, k, "n", torch.bfloat16, dev), operand(k, n, "t", torch.bfloat16, dev)
     bias = randn(n, device=dev)
     ref = a.double() @ b.double()
