@@ -59,6 +59,9 @@ def main():
             for m, n, k in shapes:
                 run_case(m, n, k, layout, dtype)
                 cases += 1
+            # Progress (racecheck takes minutes and prints its summary only at the end: a log cut
+            # by a time limit then still says how far it got).
+            print(f"sanitize_cases: {family} row {config} {layout} {dtype} done, {cases} cases", flush=True)
         os.environ.pop("CUTE_GEMM_SM90_CONFIG", None)
         # Split-K (sm90), unaligned C rows stored from the accumulators (no scratch buffer), TF32,
         # bmm with a shared weight.
