@@ -43,6 +43,8 @@ if extra_includes:
 common = ["-O3", "-DNDEBUG"]  # NDEBUG: asserts in CUTLASS headers cost registers and serialize
 if build_paths.targets_sm90a(os.environ["TORCH_CUDA_ARCH_LIST"]):
     common.append("-DCUTE_GEMM_HAS_SM90A")  # the host may dispatch to the WGMMA family
+if os.environ.get("CUTE_GEMM_TRACE") == "1":
+    common.append("-DCUTE_GEMM_TRACE")  # a phase-trace build (csrc/sm90/trace.h): measurement only
 # Searched after the toolkit's own include dir: the wheels hold a partial copy of the runtime
 # headers that must not shadow the toolkit's. Only the torch-including .cpp files need them.
 VERSION = "0.1.0"  # also cute_gemm.__version__; names the autotune cache file (csrc/autotune.cpp)

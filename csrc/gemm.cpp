@@ -431,6 +431,13 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // that family's configs.h> pin the tile (benchmarks, tests).
   const int group = env_int("CUTE_GEMM_GROUP_M", 1, 64);
   p.group_m = group > 0 ? group : 8;
+#if defined(CUTE_GEMM_TRACE)
+  // A trace build (scripts/trace_phases.py): the device address of the buffer the SM90 kernel
+  // records its phases into (sm90/trace.h), or unset.
+  if (const char* buf = std::getenv("CUTE_GEMM_TRACE_BUF"); buf != nullptr && *buf != '\0') {
+    p.trace = reinterpret_cast<unsigned long long*>(std::strtoull(buf, nullptr, 10));
+  }
+#endif
 
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();

@@ -69,6 +69,10 @@ struct GemmParams {
   // CUTE_GEMM_ACT_OFFLOAD=0 keeps them in the consumers (tests and benchmarks compare the two).
   bool act_offload = true;
 
+  // Builds with -DCUTE_GEMM_TRACE only (setup.py: CUTE_GEMM_TRACE=1): where the SM90 kernel
+  // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.
+  unsigned long long* trace = nullptr;
+
   // Whether the epilogue changes the accumulators' values (fp32 C alone stores them as they are).
   CUTE_GEMM_HOST_DEVICE bool epilogue_math() const { return x != nullptr || alpha != 1.f || act != Activation::kNone; }
 };

@@ -17,6 +17,7 @@
 
 #include "epilogue.h"
 #include "sm90/launch.h"
+#include "sm90/trace.h"
 #include "sm90/traits.h"
 #include "tile_scheduler.h"
 
@@ -146,6 +147,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // the consumers fit in 224 (56 + 2 x 224 = 3 x 168).
     cutlass::arch::warpgroup_reg_dealloc<kOffload ? 56 : Tr::kProducerRegs>();
     if (threadIdx.x == 0) {
+      Tracer trace(p.trace, 0, true);  // a CUTE_GEMM_TRACE build only
+      trace(kTrStart);
+      uint32_t loads = 0;
       Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
       Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
       WorkCursor cursor = start;
@@ -163,6 +167,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 #pragma unroll 1
         for (int kt = unit.kb; kt < unit.ke; ++kt) {
           // Wait until every consumer released this slot (a fresh barrier passes parity 1).
+          trace(kTrEmptyWait, loads);
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
           // Boxes past M, N or K are zero-filled by TMA and still count their full bytes.
@@ -173,9 +178,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           } else {
             copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
           }
+          trace(kTrIssued, loads++);
           ring.advance();
         }
       }
+      trace(kTrEnd, loads);
     } else if (kOffload && threadIdx.x >= 32) {
       // -------------------------------------------------------------- activation warps
       constexpr int kActThreads = 96;
@@ -235,6 +242,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     cutlass::arch::warpgroup_reg_alloc<kOffload ? 224 : Tr::kConsumerRegs>();
     const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
     const int consumer = warp_group - 1;    // which 64-row slice of the tile
+    Tracer trace(p.trace, 1 + consumer, ctid % 128 == 0);  // a CUTE_GEMM_TRACE build only
+    trace(kTrStart);
+    uint32_t loads = 0, units = 0;
     const bool lane0 = ctid % 32 == 0;  // one arrival per warp on the "empty" barriers
     typename Tr::TiledMma mma;
     auto thr_mma = mma.get_thread_slice(ctid);
@@ -302,6 +312,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // The store that last read this buffer (two chunks ago, maybe in the previous tile; with
       // one chunk per tile, the previous tile's) must have finished reading before anyone
       // overwrites it.
+      trace(kTrStoreBegin, j);
       if (leader) tma_store_wait<(kChunks > 1 ? 1 : 0)>();
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
       copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j)), tRSsC(_, _, _, buf));
@@ -311,6 +322,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         store_slice(smem.c_tile[consumer], consumer, j, buf);
         tma_store_arrive();
       }
+      trace(kTrStoreEnd, j);
     };
     auto store_deferred = [&](auto jc) { store_chunk(Int<decltype(jc)::value + kImmediate>{}); };
     WorkCursor cursor = start;
@@ -325,7 +337,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       int prev_stage = -1;
       warpgroup_fence_operand(acc);
       auto issue = [&] {
+        trace(kTrFullWait, loads);
         FullBarrier::wait(&smem.full[ring.stage], ring.phase);
+        trace(kTrFull, loads++);
         warpgroup_arrive();
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tCrA); ++kb) {
@@ -336,6 +350,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       };
       auto retire = [&] {
         warpgroup_wait<1>();
+        trace(kTrRetired);
         if (prev_stage >= 0) release(prev_stage);
         prev_stage = ring.stage;
         ring.advance();
@@ -368,6 +383,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
+      trace(kTrMainDone, units++);
       if (prev_stage >= 0) release(prev_stage);
 
       const int row0 = tile.m * kBM, col0 = tile.n * kBN;
@@ -452,10 +468,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       });
       pending = defer_tile;
+      trace(kTrEpilogueDone, units - 1);
     }
     // (Nothing is pending here: a block's last unit stores its own C.)
     // The TMA store reads shared memory asynchronously: finish before the block exits.
     if (stage_c && leader) tma_store_wait<0>();
+    trace(kTrEnd, loads);
   }
   // The peer may still multicast into this block or arrive on its barriers until it is done.
   if constexpr (kCluster > 1) cute::cluster_sync();

@@ -1,0 +1,161 @@
+"""Where a block of the SM90 kernel spends its time: a phase trace (csrc/sm90/trace.h).
+
+Needs a trace build (measurement only; its kernels carry the recording code):
+    CUTE_GEMM_TRACE=1 BUILD_ONLY=1 bash scripts/gpu_check.sh
+    python3 -P scripts/trace_phases.py 8192x8192x1024 8192x8192x1024:0 256x256x256 --out $OUT
+A shape is MxNxK (bf16, both operands row-major) with an optional :row forcing the sm90 config.
+For each, a few untraced calls, then one traced call; it prints the per-block phases (medians over
+blocks, in SM cycles and microseconds) and saves the events (.npz) for `--load`, which re-reads saved
+traces without a GPU.
+
+Per recorder (producer thread; first thread of each consumer warpgroup), events of
+(clock64, globaltimer ns, tag << 32 | arg), tags as in trace.h. Recording costs the recording
+thread about 100-300 cycles per event (session 15, mostly the %globaltimer read): read phases
+against each other, not as the untraced kernel's absolute times.
+"""
+
+import argparse
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+CAP = 4096  # kTraceCap
+START, EMPTY_WAIT, ISSUED, FULL_WAIT, FULL, RETIRED, MAIN_DONE, EPI_DONE, STORE_BEGIN, STORE_END, END = range(11)
+
+
+def capture(spec):
+    import torch
+
+    import cute_gemm
+
+    shape, _, row = spec.partition(":")
+    m, n, k = map(int, shape.split("x"))
+    if row:
+        os.environ["CUTE_GEMM_SM90_CONFIG"] = row
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    b = torch.randn(k, n, device="cuda").bfloat16()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    buf = torch.zeros(sms * 3 * CAP * 3, dtype=torch.int64, device="cuda")
+    for _ in range(5):
+        cute_gemm.mm(a, b)
+    torch.cuda.synchronize()
+    os.environ["CUTE_GEMM_TRACE_BUF"] = str(buf.data_ptr())
+    out = cute_gemm.mm(a, b)
+    torch.cuda.synchronize()
+    del os.environ["CUTE_GEMM_TRACE_BUF"]
+    os.environ.pop("CUTE_GEMM_SM90_CONFIG", None)
+    err = ((out.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()).item()
+    assert err < 1e-2, err
+    ev = buf.view(sms, 3, CAP, 3).cpu().numpy().view(np.uint64)
+    used = int((ev[:, :, :, 0] != 0).any(axis=(0, 1)).nonzero()[0].max() + 1)
+    # A block that got no work (grid below the SM count) recorded nothing.
+    blocks = int((ev[:, :, 0, 0] != 0).any(axis=1).sum())
+    return ev[:blocks, :, :used]
+
+
+def events(ev, blk, role):
+    e = ev[blk, role]
+    e = e[e[:, 0] != 0]
+    return e[:, 0].astype(np.int64), e[:, 1].astype(np.int64), (e[:, 2] >> 32).astype(np.int64), (e[:, 2] & 0xFFFFFFFF).astype(np.int64)
+
+
+def med(x):
+    return float(np.median(x)) if len(x) else float("nan")
+
+
+def analyze(name, ev):
+    nblk = ev.shape[0]
+    starts = np.array([events(ev, b, 0)[1][0] for b in range(nblk)])
+    ends = np.array([events(ev, b, r)[1][-1] for b in range(nblk) for r in range(3) if (ev[b, r, :, 0] != 0).any()])
+    t0 = starts.min()
+    span_ns = ends.max() - t0
+    # Clock rate from the producer's first and last events of block 0.
+    c, g, _, _ = events(ev, 0, 1)
+    mhz = (c[-1] - c[0]) / max(1, g[-1] - g[0]) * 1e3
+    gdiff = np.diff(g)
+    res = gdiff[gdiff > 0].min() if (gdiff > 0).any() else 0
+    print(f"\n== {name}: {nblk} blocks, span {span_ns / 1e3:.2f} us (first start to last end), "
+          f"block starts spread {(starts.max() - t0) / 1e3:.2f} us, SM clock {mhz:.0f} MHz, globaltimer step >= {res} ns")
+    rows = []
+    for b in range(nblk):
+        pc, pg, ptag, parg = events(ev, b, 0)
+        issued = pc[ptag == ISSUED]
+        ew = pc[ptag == EMPTY_WAIT]
+        empty_wait = (issued - ew[: len(issued)]).sum()  # (includes the issue itself: ~tens of cycles)
+        for role in (1, 2):
+            if not (ev[b, role, :, 0] != 0).any():
+                continue
+            c, g, tag, arg = events(ev, b, role)
+            start = c[tag == START][0]
+            fw, fu = c[tag == FULL_WAIT], c[tag == FULL]
+            n = min(len(fw), len(fu), len(issued))
+            waits = fu[:n] - fw[:n]
+            lead = fw[:n] - issued[:n]  # how long before the consumer wanted it the load was issued
+            lat = fu[:n] - issued[:n]   # issue to consumer passing the barrier
+            md, ed = c[tag == MAIN_DONE], c[tag == EPI_DONE]
+            # The first load of each unit: the one after the previous unit's main loop.
+            unit_first = np.searchsorted(fw[:n], np.concatenate([[start], md[:-1]]))
+            first_mask = np.zeros(n, bool)
+            first_mask[unit_first[unit_first < n]] = True
+            sb, se = c[tag == STORE_BEGIN], c[tag == STORE_END]
+            # Wait by the load's position in its unit (0: the unit's first k-tile).
+            pos = np.arange(n) - unit_first[np.searchsorted(unit_first, np.arange(n), side="right") - 1]
+            # Turnaround: a unit's last WGMMA done to the next unit's first slot full.
+            nxt = unit_first[1:]
+            turn = fu[nxt[nxt < n]] - md[: len(nxt[nxt < n])] if len(md) > 1 else np.array([])
+            rows.append(dict(
+                block=b, role=role, units=len(md), loads=len(fw),
+                total=c[-1] - start,
+                first_data=fu[0] - start if len(fu) else 0,
+                wait_sum=waits.sum(), wait_first=waits[first_mask].sum(), wait_n=(waits > 300).sum(),
+                wait_lat=med(lat[waits > 300]), lead_med=med(lead), lat_med=med(lat),
+                epi=med(ed - md[: len(ed)]) if len(ed) else 0,
+                epi_sum=(ed - md[: len(ed)]).sum() if len(ed) else 0,
+                store=med(se - sb[: len(se)]) if len(se) else 0,
+                store_sum=(se - sb[: len(se)]).sum() if len(se) else 0,
+                tail=c[-1] - (ed[-1] if len(ed) else start),
+                empty_wait=empty_wait,
+                kt_cycles=med(np.diff(c[tag == RETIRED])) if (tag == RETIRED).sum() > 1 else 0,
+                turn=med(turn),
+                pos_wait=[waits[pos == q].mean() if (pos == q).any() else np.nan for q in range(8)]
+                + [waits[pos >= 8].mean() if (pos >= 8).any() else np.nan],
+            ))
+    keys = ["units", "loads", "total", "first_data", "wait_sum", "wait_first", "wait_n", "wait_lat", "lead_med",
+            "lat_med", "epi", "epi_sum", "store", "store_sum", "tail", "empty_wait", "kt_cycles", "turn"]
+    print("median over consumer recorders (cycles):")
+    for key in keys:
+        vals = np.array([r[key] for r in rows], dtype=float)
+        print(f"  {key:11s} median {np.nanmedian(vals):10.0f}  min {np.nanmin(vals):10.0f}  max {np.nanmax(vals):10.0f}")
+    pw = np.nanmedian(np.array([r["pos_wait"] for r in rows], float), axis=0)
+    print("  mean wait by k-tile of the unit 0..7, 8+: " + " ".join(f"{v:.0f}" for v in pw))
+    tot = np.array([r["total"] for r in rows], float)
+    for key in ("wait_sum", "wait_first", "epi_sum", "store_sum", "first_data", "tail"):
+        frac = np.array([r[key] for r in rows], float) / tot
+        print(f"  share of a consumer's time: {key:10s} {100 * np.median(frac):5.1f} %")
+    return rows
+
+
+def main():
+    warnings.filterwarnings("ignore", message="All-NaN slice")  # a column no recorder had (one unit per block)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("shapes", nargs="*")
+    ap.add_argument("--out", default=None, help="folder for the .npz traces")
+    ap.add_argument("--load", nargs="*", default=[], help="analyze saved .npz traces instead")
+    args = ap.parse_args()
+    for path in args.load:
+        analyze(Path(path).stem, np.load(path)["ev"])
+    for spec in args.shapes:
+        ev = capture(spec)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            np.savez_compressed(Path(args.out) / f"trace_{spec.replace(':', '_row')}.npz", ev=ev)
+        analyze(spec, ev)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
