@@ -73,7 +73,7 @@ def analyze(name, ev):
     ends = np.array([events(ev, b, r)[1][-1] for b in range(nblk) for r in range(3) if (ev[b, r, :, 0] != 0).any()])
     t0 = starts.min()
     span_ns = ends.max() - t0
-    # Clock rate from the producer's first and last events of block 0.
+    # Clock rate from the first and last events of block 0's first consumer.
     c, g, _, _ = events(ev, 0, 1)
     mhz = (c[-1] - c[0]) / max(1, g[-1] - g[0]) * 1e3
     gdiff = np.diff(g)
@@ -82,14 +82,14 @@ def analyze(name, ev):
           f"block starts spread {(starts.max() - t0) / 1e3:.2f} us, SM clock {mhz:.0f} MHz, globaltimer step >= {res} ns")
     rows = []
     for b in range(nblk):
-        pc, pg, ptag, parg = events(ev, b, 0)
+        pc, _, ptag, _ = events(ev, b, 0)
         issued = pc[ptag == ISSUED]
         ew = pc[ptag == EMPTY_WAIT]
         empty_wait = (issued - ew[: len(issued)]).sum()  # (includes the issue itself: ~tens of cycles)
         for role in (1, 2):
             if not (ev[b, role, :, 0] != 0).any():
                 continue
-            c, g, tag, arg = events(ev, b, role)
+            c, _, tag, _ = events(ev, b, role)
             start = c[tag == START][0]
             fw, fu = c[tag == FULL_WAIT], c[tag == FULL]
             n = min(len(fw), len(fu), len(issued))
@@ -99,8 +99,6 @@ def analyze(name, ev):
             md, ed = c[tag == MAIN_DONE], c[tag == EPI_DONE]
             # The first load of each unit: the one after the previous unit's main loop.
             unit_first = np.searchsorted(fw[:n], np.concatenate([[start], md[:-1]]))
-            first_mask = np.zeros(n, bool)
-            first_mask[unit_first[unit_first < n]] = True
             sb, se = c[tag == STORE_BEGIN], c[tag == STORE_END]
             # Wait by the load's position in its unit (0: the unit's first k-tile).
             pos = np.arange(n) - unit_first[np.searchsorted(unit_first, np.arange(n), side="right") - 1]
@@ -111,7 +109,7 @@ def analyze(name, ev):
                 block=b, role=role, units=len(md), loads=len(fw),
                 total=c[-1] - start,
                 first_data=fu[0] - start if len(fu) else 0,
-                wait_sum=waits.sum(), wait_first=waits[first_mask].sum(), wait_n=(waits > 300).sum(),
+                wait_sum=waits.sum(), wait_first=waits[pos == 0].sum(), wait_n=(waits > 300).sum(),
                 wait_lat=med(lat[waits > 300]), lead_med=med(lead), lat_med=med(lat),
                 epi=med(ed - md[: len(ed)]) if len(ed) else 0,
                 epi_sum=(ed - md[: len(ed)]).sum() if len(ed) else 0,

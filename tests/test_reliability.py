@@ -359,9 +359,9 @@ def test_threads_each_on_its_own_stream(monkeypatch):
         m, n, k = SPLIT_SHAPE
         a, b = randn(m, k), randn(n, k).t()
         chosen = cute_gemm.mm(a, b, out_dtype=torch.float32)
-        monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
-        assert not torch.equal(chosen, cute_gemm.mm(a, b, out_dtype=torch.float32)), "SPLIT_SHAPE is not split"
-        monkeypatch.delenv("CUTE_GEMM_SPLITS")
+        with monkeypatch.context() as mp:
+            mp.setenv("CUTE_GEMM_SPLITS", "1")
+            assert not torch.equal(chosen, cute_gemm.mm(a, b, out_dtype=torch.float32)), "SPLIT_SHAPE is not split"
     work = [_workload(1000 + t) for t in range(threads)]
     torch.cuda.synchronize()  # inputs written before any thread's stream reads them
     results = [[] for _ in range(threads)]
