@@ -489,11 +489,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       } else if (stream_k_env != 0 && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit) {
         // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
         // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
-        const int workers = num_sms / tc.cluster();
+        const int workers = num_sms / tc.cluster_m;
         const sm90::StreamK sk =
-            sm90::choose_stream_k(sm90_tiles / tc.cluster() * batch, int(k_tiles(cfg)), workers, tc, stream_k_env == 1);
+            sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers, tc, stream_k_env == 1);
         if (sk.tiles > 0) {
-          shared_tiles = int64_t(sk.tiles) * tc.cluster();  // block tiles
+          shared_tiles = int64_t(sk.tiles) * tc.cluster_m;  // block tiles
           parts = sk.slots;
           r.sk_tiles = sk.tiles;
           r.sk_workers = workers;

@@ -125,7 +125,7 @@ def test_every_tile_config(family_config, layout, monkeypatch):
 SPLIT_SHAPES = [(16, 4096, 1024), (300, 520, 2056), (129, 257, 4104)]
 
 
-@pytest.mark.parametrize("config", [None, 2, 3, 6], ids=["auto-tile", "cluster-tile", "128x64-tile", "cluster2x2-tile"])
+@pytest.mark.parametrize("config", [None, 2, 3], ids=["auto-tile", "cluster-tile", "128x64-tile"])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_split_k(splits, config, layout, monkeypatch):

@@ -11,20 +11,17 @@ struct TileConfig {
   int stages;     // shared-memory ring depth
   int consumers;  // math warpgroups; each owns bm / consumers rows of the tile
   int cluster_m;  // blocks per cluster along M; they share (multicast) each B tile
-  int cluster_n;  // blocks per cluster along N; they share (multicast) each A tile
   const char* name;
-  constexpr int cluster() const { return cluster_m * cluster_n; }  // blocks per cluster
 };
 
 // One row per line, "/* index */ {...}": csrc/instantiations/generate.py and the tests parse it.
 inline constexpr TileConfig kConfigs[] = {
-    /* 0 */ {128, 256, 64, 4, 2, 1, 1, "128x256x64_s4_c2"},     // cooperative: 2 x (64x256) per tile
-    /* 1 */ {128, 128, 64, 6, 2, 1, 1, "128x128x64_s6_c2"},     // 2 x (64x128): deeper ring, twice the tiles
-    /* 2 */ {128, 256, 64, 4, 2, 2, 1, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
-    /* 3 */ {128, 64, 64, 8, 2, 1, 1, "128x64x64_s8_c2"},       // 2 x (64x64): small problems, 4x the tiles of row 0
-    /* 4 */ {64, 128, 64, 8, 1, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
-    /* 5 */ {64, 64, 64, 12, 1, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
-    /* 6 */ {128, 256, 64, 4, 2, 2, 2, "128x256x64_s4_c2_m2n2"},  // row 0 + 2x2 cluster: A and B multicast
+    /* 0 */ {128, 256, 64, 4, 2, 1, "128x256x64_s4_c2"},     // cooperative: 2 x (64x256) per tile
+    /* 1 */ {128, 128, 64, 6, 2, 1, "128x128x64_s6_c2"},     // 2 x (64x128): deeper ring, twice the tiles
+    /* 2 */ {128, 256, 64, 4, 2, 2, "128x256x64_s4_c2_m2"},  // row 0 + 2x1 cluster: B multicast to both blocks
+    /* 3 */ {128, 64, 64, 8, 2, 1, "128x64x64_s8_c2"},       // 2 x (64x64): small problems, 4x the tiles of row 0
+    /* 4 */ {64, 128, 64, 8, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
+    /* 5 */ {64, 64, 64, 12, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -32,8 +29,7 @@ inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // covers cluster_m tile rows): the kernel's unit count and the split-K workspace's tile count.
 inline long long block_tiles(int m, int n, const TileConfig& c) {
   const long long rows = (m + c.bm - 1) / c.bm;
-  const long long cols = (n + c.bn - 1) / c.bn;
-  return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((cols + c.cluster_n - 1) / c.cluster_n * c.cluster_n);
+  return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((n + c.bn - 1) / c.bn);
 }
 
 // Split-K, from the H100 sweep in docs/tuning.md (session 4, run 5): when the tiles leave more

@@ -89,26 +89,23 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     __syncthreads();
   }
 
-  // The blocks of a cluster compute a kClusterM x kClusterN block of tiles (a column shares its
-  // B tile, a row its A tile): the scheduler walks these "cluster tiles" in the grouped order. A
-  // block whose tile lies past M or N (odd tile rows or columns) still loads and computes zeros,
-  // since its peers need its share of A and B; its stores are clipped.
-  constexpr int kClusterM = Tr::kClusterM, kClusterN = Tr::kClusterN;
+  // The blocks of a cluster compute vertically adjacent tiles (same B tile): the scheduler walks
+  // "cluster tiles" of kCluster x 1 tiles in the grouped order. A block whose tile lies past M
+  // (odd tile rows) still loads and computes zeros, since its peer needs its half of B; its
+  // stores are clipped.
   const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
-  const int rm = rank % kClusterM, rn = rank / kClusterM;
   const int num_m = (p.m + kBM - 1) / kBM;
   const int num_n = (p.n + kBN - 1) / kBN;
-  const int num_cm = (num_m + kClusterM - 1) / kClusterM;
-  const int num_cn = (num_n + kClusterN - 1) / kClusterN;
+  const int num_cm = (num_m + kCluster - 1) / kCluster;
   // Tile and unit counts are 32-bit: the host launches fewer than 2^31 units (sm90::run).
-  const int batch_tiles = num_cm * num_cn;  // cluster tiles of one batch
+  const int batch_tiles = num_cm * num_n;  // cluster tiles of one batch
   const int num_cluster_tiles = batch_tiles * p.batch;
-  const int group = std::max(p.group_m / kClusterM, 1);
+  const int group = std::max(p.group_m / kCluster, 1);
   const int first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
   // Cluster tile t: batch t / batch_tiles, then the grouped order within the batch.
   auto tile_of = [&](int t) {
-    const TileCoord c = grouped_tile(t % batch_tiles, num_cm, num_cn, group);
-    return BatchTile{c.m * kClusterM + rm, c.n * kClusterN + rn, int(t / batch_tiles)};
+    const TileCoord c = grouped_tile(t % batch_tiles, num_cm, num_n, group);
+    return BatchTile{c.m * kCluster + rank, c.n, int(t / batch_tiles)};
   };
   const int k_tiles = (p.k + kBK - 1) / kBK;
   // Split-K and stream-K: every piece of a shared tile leaves its fp32 partial in the workspace
@@ -161,9 +158,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         const BatchTile tile = tile_of(unit.tile);
         Tensor gA = local_tile(mA(_, _, tile.l), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB(_, _, tile.l), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
-        auto [tAgA, tAsA] = tma_partition(params.tma_a, rn, Layout<Int<kClusterN>>{}, group_modes<0, 2>(sA),
-                                          group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE): this block's share
-        auto [tBgB, tBsB] = tma_partition(params.tma_b, rm, Layout<Int<kClusterM>>{}, group_modes<0, 2>(sB),
+        auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
+                                          group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
+        auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
                                           group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
         // Not unrolled: the producer runs in 40 registers (the consumers take the rest), and the
         // unrolled loop's extra addresses spilled one with a multicast MN-major B.
@@ -174,15 +171,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
           // Boxes past M, N or K are zero-filled by TMA and still count their full bytes.
-          if constexpr (kClusterN > 1) {  // to the blocks of this cluster row: ranks rm + kClusterM j
-            copy(params.tma_a.with(smem.full[ring.stage], uint16_t(((1u << kCluster) - 1) / ((1u << kClusterM) - 1) << rm)),
-                 tAgA(_, kt), tAsA(_, ring.stage));
-          } else {
-            copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
-          }
-          if constexpr (kClusterM > 1) {  // to the blocks of this cluster column: ranks kClusterM rn + i
-            copy(params.tma_b.with(smem.full[ring.stage], uint16_t(((1u << kClusterM) - 1) << (kClusterM * rn))),
-                 tBgB(_, kt), tBsB(_, ring.stage));
+          copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
+          if constexpr (kCluster > 1) {
+            copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1)), tBgB(_, kt),
+                 tBsB(_, ring.stage));
           } else {
             copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
           }
@@ -539,10 +531,9 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
                           make_layout(make_shape(p.n, p.k, p.batch), mn_k_l_stride<BKMajor>(p.ldb, p.batch_b)));
   KernelParams<Tr> params{
-      make_tma_atom(typename Tr::TmaLoadA{}, mA, typename Tr::SmemLayoutA{}(_, _, 0),
-                    make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{}), Int<Tr::kClusterN>{}),
+      make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
       make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
-                    make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kClusterM>{}),
+                    make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{}),
       {},
       p};
   if (Tr::kStageC && p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself

@@ -24,15 +24,10 @@ struct KernelTraits {
   // The table's K tile is for 16-bit elements; TF32 keeps the bytes (one 128-byte swizzle row).
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk * 2 / int(sizeof(Element)), kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
-  // A cluster of kClusterM x kClusterN blocks, ranked M first (rank = rm + kClusterM rn): the
-  // blocks of a column (same rn) share the B tile, those of a row (same rm) the A tile.
-  static constexpr int kClusterM = kCfg.cluster_m, kClusterN = kCfg.cluster_n;
-  static constexpr int kCluster = kClusterM * kClusterN;
-  static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2),
-                "clusters of 1 or 2 blocks along M and along N");
+  static constexpr int kCluster = kCfg.cluster_m;
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 blocks along M");
   // Each consumer warp releases a slot once, to the empty barrier of every block in the cluster
-  // (the producers of its row and column multicast into this block's slot; with 2x2 the diagonal
-  // block's release is one more than needed, and keeps the four in step).
+  // (the producers of all of them multicast into this block's slot).
   static constexpr int kEmptyArrivals = 4 * kConsumers * kCluster;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0 loads, the rest compute
   static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
@@ -66,14 +61,12 @@ struct KernelTraits {
   using GmemLayoutB = Layout<Shape<int, int, int>, decltype(mn_k_l_stride<BKMajor>(int64_t{}, int64_t{}))>;
   using GmemTensorA = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayoutA{}));
   using GmemTensorB = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayoutB{}));
-  // A is shared by the blocks of a cluster row: each loads 1/kClusterN of the tile and multicasts
-  // it; B likewise by a cluster column, 1/kClusterM each.
-  using TmaLoadA = std::conditional_t<(kClusterN > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
-  using TmaA = decltype(make_tma_atom(TmaLoadA{}, std::declval<GmemTensorA>(), SmemLayoutA{}(_, _, 0),
-                                      make_shape(Int<kBM>{}, Int<kBK>{}), Int<kClusterN>{}));
-  using TmaLoadB = std::conditional_t<(kClusterM > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+  using TmaA = decltype(make_tma_atom(SM90_TMA_LOAD{}, std::declval<GmemTensorA>(), SmemLayoutA{}(_, _, 0),
+                                      make_shape(Int<kBM>{}, Int<kBK>{})));
+  // B is shared by the blocks of a cluster: each loads 1/kCluster of the tile and multicasts it.
+  using TmaLoadB = std::conditional_t<(kCluster > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
   using TmaB = decltype(make_tma_atom(TmaLoadB{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
-                                      make_shape(Int<kBN>{}, Int<kBK>{}), Int<kClusterM>{}));
+                                      make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
   // Epilogue. With 16-byte aligned C rows each consumer converts its 64-row slice in 64-column
