@@ -18,7 +18,7 @@ enum TraceTag : uint32_t {
   kTrRetired = 5,       // consumer: warpgroup_wait<1> returned
   kTrMainDone = 6,      // consumer: warpgroup_wait<0> after a unit's main loop (arg: unit number)
   kTrEpilogueDone = 7,  // consumer: the unit's epilogue done (arg: unit number)
-  kTrStoreBegin = 8,    // consumer: staging chunk arg begins
+  kTrStoreBegin = 8,    // consumer: staging chunk arg begins (chunks 0 and 1 of a 128x256 tile: one pair, 0 ... 1)
   kTrStoreEnd = 9,      // consumer: chunk arg's TMA store issued
   kTrEnd = 10,          // a role ends
 };
