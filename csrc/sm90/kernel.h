@@ -298,55 +298,49 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     bool pending = false;
     const bool leader = ctid % 128 == 0;
     uint32_t free_phase = 0;  // offload: bit b, the parity of buffer b's last store (a fresh barrier passes 1)
+    // Stage chunks j0 .. j0 + n - 1 (n = 1, or 2 for the pair below) into their buffers (chunk j:
+    // buffer j % 2) and TMA-store each in its own commit group. The stores that last read those
+    // buffers (two chunks ago, maybe in the previous tile; with one chunk per tile, the previous
+    // tile's) must have finished reading before anyone overwrites them: of the two buffers' latest
+    // stores, the other buffer's may still be pending when one chunk is staged, none for two.
+    auto stage_chunks = [&](auto j0c, auto nc) {
+      constexpr int j0 = decltype(j0c)::value, n = decltype(nc)::value;
+      trace(kTrStoreBegin, j0);
+      if (leader) tma_store_wait<(n == 1 && kChunks > 1 ? 1 : 0)>();
+      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+      for_each(make_int_sequence<n>{}, [&](auto i) {
+        copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j0 + i)), tRSsC(_, _, _, (j0 + i) % 2));
+      });
+      tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
+      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+      if (leader) {
+        for_each(make_int_sequence<n>{}, [&](auto i) {
+          store_slice(smem.c_tile[consumer], consumer, j0 + i, (j0 + i) % 2);
+          tma_store_arrive();
+        });
+      }
+      trace(kTrStoreEnd, j0 + n - 1);
+    };
     auto store_chunk = [&](auto jc) {
-      constexpr int j = decltype(jc)::value;
-      constexpr int buf = j % 2;
       if constexpr (kOffload) {  // hand the chunk to the activation warps
+        constexpr int j = decltype(jc)::value;
+        constexpr int buf = j % 2;
         EmptyBarrier::wait(&smem.c_free[buf], ((free_phase >> buf) & 1) ^ 1);
         free_phase ^= 1u << buf;
         copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j)), tRSsC(_, _, _, buf));
         if (ctid == 0) smem.c_buf_tile[buf] = smem.c_tile[0];
         EmptyBarrier::arrive(&smem.c_ready[buf]);  // releases this thread's stmatrix writes
-        return;
+      } else {
+        stage_chunks(jc, Int<1>{});
       }
-      // The store that last read this buffer (two chunks ago, maybe in the previous tile; with
-      // one chunk per tile, the previous tile's) must have finished reading before anyone
-      // overwrites it.
-      trace(kTrStoreBegin, j);
-      if (leader) tma_store_wait<(kChunks > 1 ? 1 : 0)>();
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j)), tRSsC(_, _, _, buf));
-      tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (leader) {
-        store_slice(smem.c_tile[consumer], consumer, j, buf);
-        tma_store_arrive();
-      }
-      trace(kTrStoreEnd, j);
     };
-    // A 128x256 tile's two immediate chunks (buffers 0 and 1) are staged together: one wait for
-    // the stores that last read both buffers (the previous tile's deferred chunks, long done), one
-    // barrier pair instead of two, then two stores in two commit groups, so that the next tile's
-    // deferred chunk 2, which waits until at most one group is pending, still finds chunk 0's
-    // store done with buffer 0. Session 16: 8192x8192x1024 0.92 -> 0.94x torch.mm, the other
-    // large shapes equal or up to 1 % faster (docs/tuning.md).
+    // A 128x256 tile's two immediate chunks (buffers 0 and 1) are staged together (n = 2): one
+    // wait for the stores that last read both buffers (the previous tile's deferred chunks, long
+    // done), one barrier pair instead of two, then two stores in two commit groups, so that the
+    // next tile's deferred chunk 2, which waits until at most one group is pending, still finds
+    // chunk 0's store done with buffer 0. Session 16: 8192x8192x1024 0.92 -> 0.94x torch.mm, the
+    // other large shapes equal or up to 1 % faster (docs/tuning.md).
     constexpr bool kPairImmediate = !kOffload && kImmediate == 2;
-    auto store_pair = [&] {
-      trace(kTrStoreBegin, 0);
-      if (leader) tma_store_wait<0>();
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      copy(r2s, thr_r2s.retile_S(rCd(_, _, _, 0)), tRSsC(_, _, _, 0));
-      copy(r2s, thr_r2s.retile_S(rCd(_, _, _, 1)), tRSsC(_, _, _, 1));
-      tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (leader) {
-        store_slice(smem.c_tile[consumer], consumer, 0, 0);
-        tma_store_arrive();
-        store_slice(smem.c_tile[consumer], consumer, 1, 1);
-        tma_store_arrive();
-      }
-      trace(kTrStoreEnd, 1);
-    };
     auto store_deferred = [&](auto jc) { store_chunk(Int<decltype(jc)::value + kImmediate>{}); };
     WorkCursor cursor = start;
     Unit unit;
@@ -484,7 +478,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
           if (j < kImmediate || !defer_tile) {
             if constexpr (kPairImmediate && j < 2) {
-              if constexpr (j == 1) store_pair();  // chunks 0 and 1, once both are converted
+              if constexpr (j == 1) stage_chunks(Int<0>{}, Int<2>{});  // chunks 0 and 1, once both are converted
             } else {
               store_chunk(jc);
             }
