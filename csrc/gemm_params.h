@@ -68,6 +68,10 @@ struct GemmParams {
   // SM90: the activation warps apply bias and activation where they can (sm90/kernel.h);
   // CUTE_GEMM_ACT_OFFLOAD=0 keeps them in the consumers (tests and benchmarks compare the two).
   bool act_offload = true;
+  // SM90: launch with programmatic dependent launch (PDL), so that back-to-back calls overlap one
+  // kernel's launch and prologue with the previous kernel's tail (sm90/kernel.h waits before it
+  // touches global memory). CUTE_GEMM_PDL=0 launches plainly (tests and benchmarks compare).
+  bool pdl = true;
 
   // Builds with -DCUTE_GEMM_TRACE only (setup.py: CUTE_GEMM_TRACE=1): where the SM90 kernel
   // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.

@@ -142,6 +142,75 @@ def test_split_k(splits, config, layout, monkeypatch):
         check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
+# Programmatic dependent launch (sm90, on unless CUTE_GEMM_PDL=0): each call of this chain reads
+# the previous call's output (a read after a write) and overwrites the input the previous call read
+# (a write after a read), and consecutive calls run other rows: few blocks (row 0 makes 32 here)
+# before many (row 5: 256 tiles), whose blocks start on the idle SMs while the first kernel runs
+# and must wait for it; split-K (its counters' memset between two kernels); the cluster tile.
+PDL_CHAIN = [None, "0", "5", "2", "3/3", "4", "0", "1", None]  # "row" or "row/K slices", None: the chooser
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_back_to_back_calls_with_pdl(graph, monkeypatch):
+    """The chain run back to back with PDL, eagerly or replayed from a CUDA graph, gives the bits of
+    the same calls run one at a time (synchronized) without it, and those match a float64 chain."""
+    use_family(monkeypatch, "sm90")
+    torch.manual_seed(11)
+    n, dtype = 1024, torch.float16
+    x0 = torch.randn(n, n, device="cuda").to(dtype)
+    ws = [(torch.randn(n, n, device="cuda") / n**0.5).to(dtype) for _ in PDL_CHAIN]
+    bufs = [torch.empty(n, n, device="cuda", dtype=dtype) for _ in range(2)]
+
+    def chain(sync):
+        src = x0
+        for i, (w, step) in enumerate(zip(ws, PDL_CHAIN)):
+            row, _, splits = (step or "").partition("/")
+            for var, value in (("CUTE_GEMM_SM90_CONFIG", row), ("CUTE_GEMM_SPLITS", splits)):
+                if value:
+                    monkeypatch.setenv(var, value)
+                else:
+                    monkeypatch.delenv(var, raising=False)
+            cute_gemm.mm(src, w, out=bufs[i % 2])
+            if sync:
+                torch.cuda.synchronize()
+            src = bufs[i % 2]
+        return src
+
+    def poison():
+        for buf in bufs:
+            buf.fill_(float("nan"))
+
+    monkeypatch.setenv("CUTE_GEMM_PDL", "0")
+    poison()
+    want = chain(sync=True).clone()
+    ref = x0.double()
+    for w in ws:
+        ref = ref @ w.double()
+    assert not want.isnan().any() and rel_err(want, ref) <= 4 * REL_BOUND[dtype]
+
+    monkeypatch.setenv("CUTE_GEMM_PDL", "1")
+    if graph:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the graph
+            chain(sync=False)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            got = chain(sync=False)
+        for _ in range(2):
+            poison()
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(got, want)
+    else:
+        for _ in range(3):
+            poison()
+            got = chain(sync=False)
+            torch.cuda.synchronize()
+            assert torch.equal(got, want)
+
+
 # (config row, M, N, K): more tiles than one wave of 132 SMs (the H100), so the forced stream-K
 # tail (CUTE_GEMM_STREAM_K=1; the default rule would not take it on these small problems, and it
 # runs the same kernel path) applies: remainders under half a wave (a full wave joins the tail,
@@ -285,6 +354,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_FAMILY", "sm70", r"CUTE_GEMM_FAMILY must be auto, sm80 or sm90, got 'sm70'"),
     ("CUTE_GEMM_SPLITS", "0", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\]"),
     ("CUTE_GEMM_STREAM_K", "2", r"CUTE_GEMM_STREAM_K must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")

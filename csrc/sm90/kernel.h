@@ -88,6 +88,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   } else {
     __syncthreads();
   }
+  // Programmatic dependent launch (the host sets it unless CUTE_GEMM_PDL=0): the next kernel in
+  // the stream may be scheduled now, onto SMs this grid leaves idle or frees, and run its own
+  // prologue up to here. Every block triggers, so the next grid starts only once all of this one
+  // is resident (it cannot take an SM this grid still needs). Then no thread touches global
+  // memory before the previous grid has completed and its writes are visible: it may have written
+  // A, B or the bias, or still be reading what this kernel overwrites. Without PDL both are no-ops.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   // The blocks of a cluster compute vertically adjacent tiles (same B tile): the scheduler walks
   // "cluster tiles" of kCluster x 1 tiles in the grouped order. A block whose tile lies past M
@@ -572,13 +580,15 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   config.blockDim = dim3(Tr::kThreads);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = Tr::kCluster;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // PDL (GemmParams::pdl)
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = 1;  // the occupancy query below asks about the cluster alone
   long long resident = p.grid_limit / Tr::kCluster;
   if constexpr (Tr::kCluster > 1) {
     int clusters = 0;
@@ -605,6 +615,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   auto* kernel = units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel : general;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
+  config.numAttrs = p.pdl ? 2 : 1;
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
   return cudaGetLastError();
 }
