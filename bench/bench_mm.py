@@ -50,12 +50,13 @@ REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
-         "CUTE_GEMM_STREAM_K")
+         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
     "sk": {"CUTE_GEMM_STREAM_K": "1"},      # the chooser's tile with the stream-K tail wherever it can run
     "nosk": {"CUTE_GEMM_STREAM_K": "0"},    # ... and never (auto: where its rule expects a gain)
+    "nopdl": {"CUTE_GEMM_PDL": "0"},        # the chooser's pick launched without programmatic dependent launch
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -110,9 +111,11 @@ def parse_variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
     for v in variants:
         family, _, row = v.partition(":")
-        if v not in NAMED_VARIANTS and (family not in FAMILIES or (row and (family == "auto" or not row.isdigit()))):
+        row, _, splits = row.partition("/")
+        if v not in NAMED_VARIANTS and (family not in FAMILIES or (row and (family == "auto" or not row.isdigit()))
+                                        or (splits and (family != "sm90" or not splits.isdigit() or int(splits) < 1))):
             raise argparse.ArgumentTypeError(
-                f"variant '{v}' is not auto, tuned, sk, nosk, sm80, sm90 or sm80:N / sm90:N")
+                f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, sm80, sm90, sm80:N / sm90:N or sm90:N/S")
     return variants
 
 
@@ -130,13 +133,17 @@ def variant_env(variant: str) -> dict[str, str]:
     """The CUTE_GEMM_* settings that select one variant (read by the op at call time). "tuned": the
     autotune cache's pick (CUTE_GEMM_AUTOTUNE=1; the check before timing tunes a new shape); "sk" / "nosk":
     the chooser's pick with the stream-K tail forced on / off (CUTE_GEMM_STREAM_K=1 / 0; auto leaves
-    it to the rule)."""
+    it to the rule); "nopdl": the chooser's pick launched without PDL (CUTE_GEMM_PDL=0); "sm90:N/S":
+    row N with S K slices (CUTE_GEMM_SPLITS=S)."""
     if variant in NAMED_VARIANTS:
         return dict(NAMED_VARIANTS[variant])
     family, _, row = variant.partition(":")
+    row, _, splits = row.partition("/")
     env = {"CUTE_GEMM_FAMILY": family}
     if row:
         env[f"CUTE_GEMM_{family.upper()}_CONFIG"] = row
+    if splits:
+        env["CUTE_GEMM_SPLITS"] = splits
     return env
 
 

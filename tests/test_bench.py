@@ -65,17 +65,21 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("tuned") == {"CUTE_GEMM_AUTOTUNE": "1"}
     assert bench.variant_env("nosk") == {"CUTE_GEMM_STREAM_K": "0"}
     assert bench.parse_variants("sk,nosk") == ["sk", "nosk"] and bench.variant_env("sk") == {"CUTE_GEMM_STREAM_K": "1"}
-    for bad in ("sm70", "auto:1", "sm80:x", "tuned:1"):
-        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, sm80, sm90"):
+    assert bench.parse_variants("sm90:2/4,nopdl") == ["sm90:2/4", "nopdl"]
+    assert bench.variant_env("sm90:2/4") == {"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_SM90_CONFIG": "2",
+                                            "CUTE_GEMM_SPLITS": "4"}
+    assert bench.variant_env("nopdl") == {"CUTE_GEMM_PDL": "0"}
+    for bad in ("sm70", "auto:1", "sm80:x", "tuned:1", "sm80:1/2", "sm90:1/0", "sm90:1/x", "sm90/2"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, sm80, sm90"):
             bench.parse_variants(bad)
 
 
 def test_knobs_restore_everything_they_set(monkeypatch):
     # bench_ops' "consumers" column sets CUTE_GEMM_ACT_OFFLOAD=0 (not one of KNOBS): it must not
     # outlive that column (it did, and every later row's "fused" ran without the activation warps).
-    for name in (*bench.KNOBS, "CUTE_GEMM_ACT_OFFLOAD", "CUTE_GEMM_SPLITS"):
+    for name in (*bench.KNOBS, "CUTE_GEMM_ACT_OFFLOAD", "CUTE_GEMM_GROUP_M"):
         monkeypatch.delenv(name, raising=False)
-    assert "CUTE_GEMM_ACT_OFFLOAD" not in bench.KNOBS and "CUTE_GEMM_SPLITS" not in bench.KNOBS
+    assert "CUTE_GEMM_ACT_OFFLOAD" not in bench.KNOBS and "CUTE_GEMM_GROUP_M" not in bench.KNOBS
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
     with bench.knobs({"CUTE_GEMM_ACT_OFFLOAD": "0", "CUTE_GEMM_SM90_CONFIG": "2"}):
@@ -83,10 +87,10 @@ def test_knobs_restore_everything_they_set(monkeypatch):
         assert "CUTE_GEMM_FAMILY" not in os.environ and "CUTE_GEMM_STREAM_K" not in os.environ
     assert "CUTE_GEMM_ACT_OFFLOAD" not in os.environ and "CUTE_GEMM_SM90_CONFIG" not in os.environ
     assert os.environ["CUTE_GEMM_FAMILY"] == "sm80" and os.environ["CUTE_GEMM_STREAM_K"] == "1"
-    monkeypatch.setenv("CUTE_GEMM_SPLITS", "3")  # a setting outside KNOBS is restored, not cleared
-    with bench.knobs({"CUTE_GEMM_SPLITS": "2"}):
-        assert os.environ["CUTE_GEMM_SPLITS"] == "2"
-    assert os.environ["CUTE_GEMM_SPLITS"] == "3"
+    monkeypatch.setenv("CUTE_GEMM_GROUP_M", "3")  # a setting outside KNOBS is restored, not cleared
+    with bench.knobs({"CUTE_GEMM_GROUP_M": "2"}):
+        assert os.environ["CUTE_GEMM_GROUP_M"] == "2"
+    assert os.environ["CUTE_GEMM_GROUP_M"] == "3"
     with pytest.raises(TypeError):  # a bad setting restores what was cleared
         with bench.knobs({"CUTE_GEMM_SM80_CONFIG": 1}):
             pass
