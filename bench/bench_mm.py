@@ -107,13 +107,18 @@ def parse_families(text: str) -> list[str]:
     return names
 
 
+MAX_SPLITS = 64  # CUTE_GEMM_SPLITS's range is [1, 64]
+
+
 def parse_variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
     for v in variants:
         family, _, row = v.partition(":")
-        row, _, splits = row.partition("/")
-        if v not in NAMED_VARIANTS and (family not in FAMILIES or (row and (family == "auto" or not row.isdigit()))
-                                        or (splits and (family != "sm90" or not splits.isdigit() or int(splits) < 1))):
+        row, slash, splits = row.partition("/")
+        bad_row = row and (family == "auto" or not (row.isascii() and row.isdecimal()))
+        bad_splits = slash and (family != "sm90" or not row or not (splits.isascii() and splits.isdecimal())
+                                or not 1 <= int(splits) <= MAX_SPLITS)
+        if v not in NAMED_VARIANTS and (family not in FAMILIES or bad_row or bad_splits):
             raise argparse.ArgumentTypeError(
                 f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, sm80, sm90, sm80:N / sm90:N or sm90:N/S")
     return variants
@@ -159,8 +164,9 @@ def parse_args(argv=None):
     pick.add_argument("--family", type=parse_families,
                       help="also time cute_gemm forced to these kernel families (comma list of auto, sm80, sm90)")
     pick.add_argument("--variants", type=parse_variants,
-                      help="also time these cute_gemm variants: auto, tuned (the autotune cache), a family, "
-                           "or family:row of its configs.h")
+                      help="also time these cute_gemm variants: auto, tuned (the autotune cache), sk / nosk "
+                           "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), a family, "
+                           "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices)")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
     ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")
     ap.add_argument("--peak-tflops", type=positive_float,

@@ -65,11 +65,12 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("tuned") == {"CUTE_GEMM_AUTOTUNE": "1"}
     assert bench.variant_env("nosk") == {"CUTE_GEMM_STREAM_K": "0"}
     assert bench.parse_variants("sk,nosk") == ["sk", "nosk"] and bench.variant_env("sk") == {"CUTE_GEMM_STREAM_K": "1"}
-    assert bench.parse_variants("sm90:2/4,nopdl") == ["sm90:2/4", "nopdl"]
+    assert bench.parse_variants("sm90:2/4,nopdl,sm90:0/64") == ["sm90:2/4", "nopdl", "sm90:0/64"]
     assert bench.variant_env("sm90:2/4") == {"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_SM90_CONFIG": "2",
                                             "CUTE_GEMM_SPLITS": "4"}
     assert bench.variant_env("nopdl") == {"CUTE_GEMM_PDL": "0"}
-    for bad in ("sm70", "auto:1", "sm80:x", "tuned:1", "sm80:1/2", "sm90:1/0", "sm90:1/x", "sm90/2"):
+    for bad in ("sm70", "auto:1", "sm80:x", "tuned:1", "sm80:1/2", "sm90:1/0", "sm90:1/x", "sm90/2",
+                "sm90:/4", "sm90:2/", "sm90:2/65", "sm90:1/\u00b2", "sm90:\u00b2"):
         with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, sm80, sm90"):
             bench.parse_variants(bad)
 

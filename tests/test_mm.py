@@ -146,8 +146,9 @@ def test_split_k(splits, config, layout, monkeypatch):
 # the previous call's output (a read after a write) and overwrites the input the previous call read
 # (a write after a read), and consecutive calls run other rows: few blocks (row 0 makes 32 here)
 # before many (row 5: 256 tiles), whose blocks start on the idle SMs while the first kernel runs
-# and must wait for it; split-K (its counters' memset between two kernels); the cluster tile.
-PDL_CHAIN = [None, "0", "5", "2", "3/3", "4", "0", "1", None]  # "row" or "row/K slices", None: the chooser
+# and must wait for it; two split calls in a row (the second's counter-zeroing kernel may reuse
+# the first's workspace while that GEMM still counts in it); the cluster tile.
+PDL_CHAIN = [None, "0", "5", "2", "3/3", "1/2", "4", "0", "1", None]  # "row" or "row/K slices", None: the chooser
 
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
@@ -206,6 +207,9 @@ def test_back_to_back_calls_with_pdl(graph, monkeypatch):
     else:
         for _ in range(3):
             poison()
+            # The GPU busy for ~30 ms first, so that the chain's kernels queue up behind it and run
+            # back to back (launched one by one from here, each would find the GPU idle).
+            torch.cuda._sleep(50_000_000)
             got = chain(sync=False)
             torch.cuda.synchronize()
             assert torch.equal(got, want)

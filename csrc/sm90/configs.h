@@ -100,7 +100,8 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // (session 4, run 7) for one row of tiles (64 < M <= 128) that 128x128 tiles would leave half
 // the SMs idle: B streams through twice the blocks with no split-K partials (128x8192x8192
 // 0.87x -> 0.98x, 128x4096x14336 0.98x -> 1.07x); and for problems of at most four 128x128
-// tiles (256^3 0.60x -> 0.70x). Session 4 also found split-K the way to stream decode rows
+// tiles (256^3 0.60x -> 0.70x; since session 17 those with K too short to split take row 5,
+// below). Session 4 also found split-K the way to stream decode rows
 // (16x4096x4096 0.76x against 0.62x unsplit). Session 6 (run 6):
 // rows M <= 64 take the one-consumer 64x128 tile (a 128-row tile computes a second, empty half):
 // 16x4096x4096 0.77x -> 0.85x, 16x14336x4096 0.93x -> 1.08x, 64x8192x8192 0.83x -> 0.89x; and
@@ -135,7 +136,8 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
 
 // Session 17 (device run 1, with PDL): the smallest problems (at most four 128x128 tiles, K too
 // short to split) take row 5, whose 64x64 tiles make four times the blocks of row 3: 256^3 bf16
-// 2.8 us against 3.6 us (0.99x torch.mm against 0.76x).
+// 2.8 us against 3.6 us (0.99x torch.mm against 0.76x). Measured with PDL on, as every call
+// launches unless it copies operands or CUTE_GEMM_PDL=0.
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
