@@ -2,17 +2,14 @@
 
 #include <algorithm>
 
+#include "pdl.h"
+
 namespace cute_gemm {
 namespace {
 
 __global__ void zero_counters_kernel(int* counters, int64_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // See sm90/kernel.h: the dependent may launch now; nothing is written before the previous
-  // kernel (which may still read counters of the same memory, reused by the caching allocator)
-  // has completed. No-ops without PDL.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  // The previous kernel may still read memory these counters reuse (torch's caching allocator).
+  pdl_launch_dependents_then_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     counters[i] = 0;
   }
@@ -27,9 +24,7 @@ cudaError_t zero_counters(int* counters, int64_t n, bool pdl, cudaStream_t strea
   config.gridDim = dim3(unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 256)));
   config.blockDim = dim3(kThreads);
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
   if (cudaError_t e = cudaLaunchKernelEx(&config, zero_counters_kernel, counters, n); e != cudaSuccess) return e;

@@ -2,13 +2,7 @@
 problem of the benchmark's suites, as measured in docs/tuning.md. A rule change that moves one of
 these picks must change this table too, with the measurement behind it. Host compiler only."""
 
-import shutil
-import subprocess
-from pathlib import Path
-
-import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from host_cpp import build_and_run, needs_cxx
 
 # (M, N, K): (config row, K slices). Rows: 0 128x256, 1 128x128, 2 128x256 in 2x1 clusters,
 # 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer.
@@ -41,7 +35,7 @@ PICKS = {
 }
 
 
-@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host C++ compiler to build the header check")
+@needs_cxx
 def test_chooser_picks_the_measured_rows(tmp_path):
     src = tmp_path / "choose.cpp"
     src.write_text(
@@ -55,9 +49,6 @@ def test_chooser_picks_the_measured_rows(tmp_path):
         "  }\n"
         "}\n"
     )
-    exe = tmp_path / "choose"
-    subprocess.run(["c++", "-std=c++17", "-I", str(REPO / "csrc"), str(src), "-o", str(exe)], check=True)
-    stdin = "".join(f"{m} {n} {k}\n" for m, n, k in PICKS)
-    out = subprocess.run([str(exe)], input=stdin, check=True, capture_output=True, text=True).stdout.split("\n")
+    out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in PICKS)).split("\n")
     got = {shape: tuple(map(int, line.split())) for shape, line in zip(PICKS, out)}
     assert got == PICKS

@@ -1,14 +1,7 @@
 """The grouped tile order: Python mirror checked against the rules and against the C++ header."""
 
-import shutil
-import subprocess
-from pathlib import Path
-
-import pytest
-
 from cute_gemm.tile_order import grouped_tile
-
-REPO = Path(__file__).resolve().parent.parent
+from host_cpp import build_and_run, needs_cxx
 
 
 def _grid_cases():
@@ -47,14 +40,7 @@ def test_last_short_group():
     assert order == [(8, 0), (9, 0), (8, 1), (9, 1), (8, 2), (9, 2), (8, 3), (9, 3), (8, 4), (9, 4)]
 
 
-def _build_and_run(src, stdin=None):
-    """Compile a C++ file against csrc/ with the host compiler, run it, return its stdout."""
-    exe = src.with_suffix("")
-    subprocess.run(["c++", "-std=c++17", "-I", str(REPO / "csrc"), str(src), "-o", str(exe)], check=True)
-    return subprocess.run([str(exe)], input=stdin, check=True, capture_output=True, text=True).stdout
-
-
-@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host C++ compiler to build the header check")
+@needs_cxx
 def test_cpp_header_matches_python(tmp_path):
     src = tmp_path / "dump.cpp"
     src.write_text(
@@ -63,7 +49,7 @@ def test_cpp_header_matches_python(tmp_path):
         "  for (int p = 0; p < m * n; ++p) { auto t = cute_gemm::grouped_tile(p, m, n, g);\n"
         '    std::printf("%d %d %d %d %d %d\\n", m, n, g, p, t.m, t.n); } }\n'
     )
-    out = _build_and_run(src).split("\n")
+    out = build_and_run(src).split("\n")
     rows = [tuple(map(int, line.split())) for line in out if line]
     assert len(rows) == sum(m * n for m in range(1, 13) for n in range(1, 13)) * 9
     for m, n, g, p, tm, tn in rows:
@@ -124,7 +110,7 @@ def _walk_units(tmp_path):
         "                                     u.slot_tile, int(c.has_next()));\n"
         '      std::printf("end %d\\n", b); } } }\n'
     )
-    out = _build_and_run(src, stdin="".join(" ".join(map(str, case)) + "\n" for case in WORK_CASES))
+    out = build_and_run(src, stdin="".join(" ".join(map(str, case)) + "\n" for case in WORK_CASES))
     results = []
     for line in out.splitlines():
         words = line.split()
@@ -139,7 +125,7 @@ def _walk_units(tmp_path):
     return results
 
 
-@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host C++ compiler to build the header check")
+@needs_cxx
 def test_work_units_cover_every_k_tile_once(tmp_path):
     """The blocks' units (data-parallel tiles, split-K slices, stream-K segments) cover every k-tile
     of every tile exactly once; the pieces of a tile agree on their count and number themselves in

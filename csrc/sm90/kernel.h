@@ -16,6 +16,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "epilogue.h"
+#include "pdl.h"
 #include "sm90/launch.h"
 #include "sm90/trace.h"
 #include "sm90/traits.h"
@@ -88,14 +89,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   } else {
     __syncthreads();
   }
-  // Programmatic dependent launch (the host sets it unless CUTE_GEMM_PDL=0): the next kernel in
-  // the stream may be scheduled now, onto SMs this grid leaves idle or frees, and run its own
-  // prologue up to here. Every block triggers, so the next grid starts only once all of this one
-  // is resident (it cannot take an SM this grid still needs). Then no thread touches global
-  // memory before the previous grid has completed and its writes are visible: it may have written
-  // A, B or the bias, or still be reading what this kernel overwrites. Without PDL both are no-ops.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // Programmatic dependent launch (GemmParams::pdl, pdl.h): the previous kernel may have written
+  // A, B or the bias, or still read what this one overwrites.
+  pdl_launch_dependents_then_wait();
 
   // The blocks of a cluster compute vertically adjacent tiles (same B tile): the scheduler walks
   // "cluster tiles" of kCluster x 1 tiles in the grouped order. A block whose tile lies past M
@@ -585,8 +581,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   attr[0].val.clusterDim.x = Tr::kCluster;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // PDL (GemmParams::pdl)
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  attr[1] = pdl_attribute();  // GemmParams::pdl
   config.attrs = attr;
   config.numAttrs = 1;  // the occupancy query below asks about the cluster alone
   long long resident = p.grid_limit / Tr::kCluster;

@@ -1,0 +1,30 @@
+// Programmatic dependent launch (PDL), shared by the kernels launched with it (the SM90 GEMM and
+// the split-K counter zeroing): the launch attribute, and what such a kernel does first.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace cute_gemm {
+
+// The launch attribute that lets a kernel start while the previous kernel in the stream runs.
+inline cudaLaunchAttribute pdl_attribute() {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return attr;
+}
+
+// Called by every thread after the kernel's prologue and before its first global memory access.
+// First, the next kernel in the stream may be scheduled, onto SMs this grid leaves idle or frees,
+// and run its own prologue; every block triggers, so it starts only once all of this grid is
+// resident (it cannot take an SM this grid still needs). Then the thread waits until the previous
+// grid has completed and its writes are visible: it may have written this kernel's inputs, or
+// still be reading what this kernel overwrites. Without PDL both are no-ops.
+__device__ __forceinline__ void pdl_launch_dependents_then_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+}  // namespace cute_gemm
