@@ -1,5 +1,6 @@
 """Header discovery and arch rules of the build (cute_gemm/_build_paths.py), on CPU."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,20 @@ def test_config_tables_parse():
     for family in ("sm80", "sm90"):
         names = bp.config_names(repo / "csrc" / family / "configs.h")
         assert names and len(set(names)) == len(names)
+
+
+def test_instantiation_files_match_the_tables():
+    """csrc/instantiations/ holds exactly the files generate.py writes from the config tables (a
+    missing one is a link error; a stale one compiles a kernel nothing calls)."""
+    repo = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("_generate", repo / "csrc" / "instantiations" / "generate.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    sm80_rows = len(bp.config_names(repo / "csrc" / "sm80" / "configs.h"))
+    narrow = gen.narrow_configs(repo / "csrc" / "sm80" / "configs.h")
+    assert narrow and set(narrow) <= set(range(sm80_rows))
+    expected = {f"{fam}_{d}_{lay}_c{c}.cu" for fam in gen.FAMILIES for d in gen.DTYPES for lay in gen.LAYOUTS
+                for c in range(len(bp.config_names(repo / "csrc" / fam / "configs.h")))}
+    expected |= {f"sm80n_{d}_{lay}_c{c}.cu" for d in gen.DTYPES for lay in gen.LAYOUTS for c in narrow}
+    expected |= {f"{fam}_tf32_kk_c{c}.cu" for fam, c in gen.TF32}
+    assert {p.name for p in (repo / "csrc" / "instantiations").glob("*.cu")} == expected

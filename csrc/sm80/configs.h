@@ -13,12 +13,15 @@ struct TileConfig {
   const char* name;
 };
 
-// Every row keeps a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4,
-// the ratio that keeps the tensor cores fed from shared memory. Rows are parsed by
-// csrc/instantiations/generate.py and the tests: keep one row per line, "/* index */ {...}".
+// Rows 0 and 1 keep a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4,
+// the ratio that keeps the tensor cores fed from shared memory. Row 2's 32x32 warp tiles trade
+// that ratio for four times row 1's blocks on small problems (not yet measured: session 18 added
+// it for the narrow kernels, below). Rows are parsed by csrc/instantiations/generate.py and the
+// tests: keep one row per line, "/* index */ {...}".
 inline constexpr TileConfig kConfigs[] = {
     /* 0 */ {128, 256, 64, 3, 2, 4, "128x256x64_s3_w8"},  // many tiles
     /* 1 */ {128, 128, 32, 4, 2, 2, "128x128x32_s4_w4"},  // few tiles: twice the blocks
+    /* 2 */ {64, 64, 64, 4, 2, 2, "64x64x64_s4_w4"},      // small problems: 4x row 1's blocks
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -39,6 +42,24 @@ inline constexpr int kTf32Config = 1;
 inline int choose_config(int m, int n, int num_sms, int smem_per_block) {
   const bool big_fits = smem_bytes(kConfigs[0]) <= smem_per_block;
   return big_fits && tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
+}
+
+// The narrow kernels: 4-byte cp.async vectors, for 16-bit operands whose rows are 4-byte but not
+// 16-byte aligned (an even K or N that is not a multiple of 8: 574^3, 2050^3), read in place
+// instead of copied into padded buffers first. Rows they are built for (generate.py reads this
+// line): the few-tile and small-problem rows.
+inline constexpr int kNarrowConfigs[] = {1, 2};
+constexpr bool has_narrow(int cfg) {
+  for (int c : kNarrowConfigs) {
+    if (c == cfg) return true;
+  }
+  return false;
+}
+
+// Not yet measured (session 18 had no GPU time): CUTE_GEMM_NARROW=1 takes the narrow kernels and
+// this rule, the 64x64 tile where 128x128 tiles would leave more than half the SMs idle.
+inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
+  return 2 * tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch <= num_sms ? 2 : 1;
 }
 
 }  // namespace cute_gemm::sm80

@@ -12,9 +12,9 @@
 
 namespace cute_gemm::sm80 {
 
-// Issue the cp.async of k-tile `k_tile` of one operand into ring slot `stage`. Each 16-byte
-// vector is predicated on its first element being inside (MN, K); the host guarantees vectors
-// never straddle the contiguous extent except into zero padding it wrote itself.
+// Issue the cp.async of k-tile `k_tile` of one operand into ring slot `stage`. Each vector (16
+// or 4 bytes) is predicated on its first element being inside (MN, K); the host guarantees
+// vectors never straddle the contiguous extent except into zero padding it wrote itself.
 template <class Copy, class TS, class TD, class TC, class Bound>
 CUTE_DEVICE void load_tile(Copy const& copy_op, TS const& tXgX, TD& tXsX, TC const& tXcX,
                            Bound const& bound, int k_tile, int stage) {
@@ -183,9 +183,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(GemmParams p) {
              p.c_vector_ok);
 }
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, int VecBytes>
 cudaError_t run(const GemmParams& p, cudaStream_t stream) {
-  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg>;
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, VecBytes>;
   auto* kernel = &gemm_kernel<Tr>;
   constexpr int smem = Tr::kSmemBytes;
 
@@ -200,6 +200,9 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
 
 }  // namespace cute_gemm::sm80
 
-// One explicit instantiation of run<> per (dtype, A major-ness, B major-ness, config).
+// One explicit instantiation of run<> per (dtype, A major-ness, B major-ness, config), and of the
+// narrow (4-byte cp.async) kernels for the rows of kNarrowConfigs.
 #define CUTE_GEMM_SM80_INSTANTIATE(D, AK, BK, CFG) \
   template cudaError_t cute_gemm::sm80::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
+#define CUTE_GEMM_SM80N_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm80::run<D, AK, BK, CFG, 4>(const cute_gemm::GemmParams&, cudaStream_t);

@@ -8,7 +8,9 @@
 
 namespace cute_gemm::sm80 {
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+// VecBytes: the cp.async width of both operands, 16, or 4 (the narrow kernels, for operands whose
+// rows are 4-byte but not 16-byte aligned; instantiated for kNarrowConfigs' rows only).
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, int VecBytes = 16>
 cudaError_t run(const GemmParams& p, cudaStream_t stream);
 
 }  // namespace cute_gemm::sm80

@@ -17,10 +17,14 @@ using MmaOp = std::conditional_t<
     D == DType::kF16, SM80_16x8x16_F32F16F16F32_TN,
     std::conditional_t<D == DType::kBF16, SM80_16x8x16_F32BF16BF16F32_TN, SM80_16x8x8_F32TF32TF32F32_TN>>;
 
-// One operand (A as (M,K) or B as (N,K)) of a BMN x BK tile.
-template <class T, int BMN, int BK, int Stages, int Threads, bool KMajor>
+// One operand (A as (M,K) or B as (N,K)) of a BMN x BK tile, loaded in cp.async vectors of
+// VecBytes: 16, or 4 for operands whose rows are 4-byte but not 16-byte aligned (the narrow
+// kernels: an even leading dimension or extent that is not a multiple of 8, such as 574).
+template <class T, int BMN, int BK, int Stages, int Threads, bool KMajor, int VecBytes = 16>
 struct OperandTraits {
-  static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte cp.async
+  static constexpr int kVec = 16 / sizeof(T);  // elements per 16 bytes: the smem swizzle's chunk
+  static constexpr int kLoadVec = VecBytes / sizeof(T);  // elements per cp.async
+  static_assert(VecBytes == 16 || (VecBytes == 4 && sizeof(T) == 2), "narrow (4-byte) loads of 16-bit elements only");
   static_assert(kVec == 8 || (kVec == 4 && KMajor && BK == 32),
                 "16-bit elements, or 32-bit (TF32) ones K-major in 128-byte rows: the transposing "
                 "ldmatrix moves 16-bit elements only, so TF32 tiles must be K-major");
@@ -49,23 +53,25 @@ struct OperandTraits {
   using SmemLayout =
       decltype(tile_to_shape(smem_atom(), make_shape(Int<BMN>{}, Int<BK>{}, Int<Stages>{})));
 
-  // Global -> shared: each thread moves 16-byte vectors along the contiguous dimension. The
-  // ZFILL form of SM80_CP_ASYNC_CACHEGLOBAL writes zeros where the predicate is off, which is
-  // how edge tiles and the K residue are made exact (out-of-range products are 0 * 0).
+  // Global -> shared: each thread moves vectors along the contiguous dimension. The ZFILL forms
+  // of cp.async write zeros where the predicate is off, which is how edge tiles and the K residue
+  // are made exact (out-of-range products are 0 * 0). 16-byte vectors bypass L1
+  // (SM80_CP_ASYNC_CACHEGLOBAL); cp.async.cg takes no other size, so 4-byte ones go through it.
   static auto gmem_copy() {
-    using Atom = Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, T>;
+    using Atom = std::conditional_t<VecBytes == 16, Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, T>,
+                                    Copy_Atom<SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>, T>>;
     if constexpr (KMajor) {
-      constexpr int kThrK = BK / kVec;
+      constexpr int kThrK = BK / kLoadVec;
       static_assert(Threads % kThrK == 0 && BMN % (Threads / kThrK) == 0, "K-major copy tiling");
       return make_tiled_copy(Atom{},
                              Layout<Shape<Int<Threads / kThrK>, Int<kThrK>>, Stride<Int<kThrK>, _1>>{},
-                             Layout<Shape<_1, Int<kVec>>>{});
+                             Layout<Shape<_1, Int<kLoadVec>>>{});
     } else {
-      constexpr int kThrMN = BMN / kVec;
+      constexpr int kThrMN = BMN / kLoadVec;
       static_assert(Threads % kThrMN == 0 && BK % (Threads / kThrMN) == 0, "MN-major copy tiling");
       return make_tiled_copy(Atom{},
                              Layout<Shape<Int<kThrMN>, Int<Threads / kThrMN>>, Stride<_1, Int<kThrMN>>>{},
-                             Layout<Shape<Int<kVec>, _1>>{});
+                             Layout<Shape<Int<kLoadVec>, _1>>{});
     }
   }
   using GmemCopy = decltype(gmem_copy());
@@ -76,7 +82,7 @@ struct OperandTraits {
 
 };
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, int VecBytes = 16>
 struct KernelTraits {
   static constexpr TileConfig kCfg = kConfigs[Cfg];
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk, kStages = kCfg.stages;
@@ -88,8 +94,8 @@ struct KernelTraits {
   static_assert(kBK % 16 == 0, "BK is a whole number of k16 mma steps");
 
   using Element = typename ElementOf<D>::type;
-  using A = OperandTraits<Element, kBM, kBK, kStages, kThreads, AKMajor>;
-  using B = OperandTraits<Element, kBN, kBK, kStages, kThreads, BKMajor>;
+  using A = OperandTraits<Element, kBM, kBK, kStages, kThreads, AKMajor, VecBytes>;
+  using B = OperandTraits<Element, kBN, kBK, kStages, kThreads, BKMajor, VecBytes>;
 
   // Each warp covers 16 x 16 per atom step (N permuted to 16 so one ldmatrix.x4 feeds two
   // 16x8 atoms of B); the tiled MMA repeats over the block tile. K per step: 16 (16-bit), 8 (TF32).
