@@ -58,11 +58,11 @@ struct Operand {
 // Elements per 16-byte vector: 8 of 16 bits, 4 of 32 (TF32).
 int64_t vec_of(const at::Tensor& x) { return 16 / x.element_size(); }
 
-bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, bool tma) {
-  // cp.async (SM80) reads whole 16-byte vectors, so the extent must be whole vectors; TMA bounds
-  // its boxes by the extent itself, but refuses a zero stride (an expanded operand): such
-  // operands take the copy.
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ld % vec == 0 && (tma ? ld > 0 : extent % vec == 0);
+bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, int64_t vec_bytes, bool tma) {
+  // cp.async (SM80) reads whole vectors (16 bytes, 4 in the narrow kernels), so the extent must
+  // be whole vectors; TMA bounds its boxes by the extent itself, but refuses a zero stride (an
+  // expanded operand): such operands take the copy.
+  return reinterpret_cast<uintptr_t>(ptr) % vec_bytes == 0 && ld % vec == 0 && (tma ? ld > 0 : extent % vec == 0);
 }
 
 // The kernels read 16-byte vectors (cp.async or TMA boxes) along the contiguous dimension, so an
@@ -71,11 +71,12 @@ bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, bool
 // vector straddles the edge into unknown memory; TMA stops at the extent). Anything else (other
 // strides, an odd storage offset, rows of K % 8 != 0 elements packed back to back; for TMA also a
 // zero stride) is copied once into a buffer with a padded, aligned leading dimension: the
-// documented slower path. x: (L, MN, K). k_major_only: the TF32 kernels, whose
-// MMAs read K-major tiles only.
-Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false) {
+// documented slower path (prepare_operand). x: (L, MN, K). k_major_only: the TF32 kernels, whose
+// MMAs read K-major tiles only. `narrow`: the same test for the narrow SM80 kernels' 4-byte
+// cp.async vectors (16-bit elements: 4-byte base, even strides and extent).
+std::optional<Operand> in_place(const at::Tensor& x, bool tma, bool k_major_only, bool narrow) {
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
-  const int64_t kVec = vec_of(x);
+  const int64_t kVec = narrow ? 2 : vec_of(x), kVecBytes = narrow ? 4 : 16;
   const void* ptr = x.data_ptr();
   // The stride of a size-1 dimension never multiplies a nonzero index: any aligned value serves.
   const bool k_contig = x.stride(2) == 1 || k == 1;
@@ -86,13 +87,21 @@ Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false
   // for a batch mode of extent 1.
   auto batch_stride = [&](int64_t ld, bool k_major) { return batch == 1 ? ld * (k_major ? mn : k) : x.stride(0); };
   auto batch_ok = [&](int64_t bs) { return bs % kVec == 0 && (!tma || bs > 0); };
-  if (k_contig && vector_ready(ptr, ld_k_major, k, kVec, tma) && batch_ok(batch_stride(ld_k_major, true))) {
-    return {x, ptr, ld_k_major, batch_stride(ld_k_major, true), true};
+  if (k_contig && vector_ready(ptr, ld_k_major, k, kVec, kVecBytes, tma) && batch_ok(batch_stride(ld_k_major, true))) {
+    return Operand{x, ptr, ld_k_major, batch_stride(ld_k_major, true), true};
   }
-  if (!k_major_only && mn_contig && vector_ready(ptr, ld_mn_major, mn, kVec, tma) &&
+  if (!k_major_only && mn_contig && vector_ready(ptr, ld_mn_major, mn, kVec, kVecBytes, tma) &&
       batch_ok(batch_stride(ld_mn_major, false))) {
-    return {x, ptr, ld_mn_major, batch_stride(ld_mn_major, false), false};
+    return Operand{x, ptr, ld_mn_major, batch_stride(ld_mn_major, false), false};
   }
+  return std::nullopt;
+}
+
+Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false, bool narrow = false) {
+  if (std::optional<Operand> op = in_place(x, tma, k_major_only, narrow)) return *op;
+  TORCH_INTERNAL_ASSERT(!narrow, "the narrow kernels read their operands in place");
+  const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
+  const int64_t kVec = vec_of(x);
 
   // Keep the operand's own orientation so the copy is a plain strided pass. The padding of a
   // K-major buffer is zeroed for the SM80 family: the last cp.async vector of a row straddles K,
@@ -125,6 +134,20 @@ struct Sm90 {
   static constexpr int kNumConfigs = sm90::kNumConfigs;
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = &sm90::run<D, AK, BK, C>;
+};
+// The narrow SM80 kernels (4-byte cp.async): the rows of sm80::kNarrowConfigs, null elsewhere.
+template <DType D, bool AK, bool BK, int C>
+constexpr Launcher narrow_launcher() {
+  if constexpr (sm80::has_narrow(C)) {
+    return &sm80::run<D, AK, BK, C, 4>;
+  } else {
+    return nullptr;
+  }
+}
+struct Sm80Narrow {
+  static constexpr int kNumConfigs = sm80::kNumConfigs;
+  template <DType D, bool AK, bool BK, int C>
+  static constexpr Launcher launcher = narrow_launcher<D, AK, BK, C>();
 };
 
 template <class Family, size_t... I>
@@ -181,6 +204,12 @@ constexpr bool kBuiltForSm90a = true;
 #else
 constexpr bool kBuiltForSm90a = false;
 #endif
+
+// Whether CUTE_GEMM_FAMILY names this family.
+bool family_forced(const char* family) {
+  const char* env = std::getenv("CUTE_GEMM_FAMILY");
+  return env != nullptr && std::string(env) == family;
+}
 
 // The kernel family: the Hopper one (TMA + WGMMA, sm_90a code) on sm_90 devices of a build that
 // targeted sm_90a, else the SM80 one. CUTE_GEMM_FAMILY=sm80|sm90 forces one (tests, benchmarks).
@@ -331,7 +360,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
   TORCH_CHECK(prop->major >= 8, "cute_gemm needs a GPU of compute capability 8.0 or newer; ", a3.device(), " is ",
               num(prop->major), ".", num(prop->minor));
-  const bool sm90 = use_sm90(*prop);
+  bool sm90 = use_sm90(*prop);
   const bool fp32 = a3.scalar_type() == at::kFloat;
   // The SM80 TF32 tile takes 128 KB of shared memory: more than sm_86/sm_89 give a block.
   const bool tf32_fits = sm90 || sm80::smem_bytes(sm80::kConfigs[sm80::kTf32Config], 4) <=
@@ -378,11 +407,20 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     b = b3.as_strided({1, K, N}, {0, b3.stride(1), b3.stride(2)});
     c = out3.as_strided({1, L * M, N}, {0, out3.stride(1), out3.stride(2)});
   }
+  // The narrow kernels (sm80/configs.h), CUTE_GEMM_NARROW=1 (not yet measured, so not the
+  // default): where the family picked above would copy a 16-bit operand into a padded buffer
+  // and both operands can be read in 4-byte vectors, the SM80 kernels with 4-byte cp.async read
+  // them in place instead. Not under CUTE_GEMM_FAMILY=sm90. (The SM90 handling of X above
+  // suits the SM80 epilogue too.)
+  const bool narrow = !fp32 && env_int("CUTE_GEMM_NARROW", 0, 1) == 1 && !family_forced("sm90") &&
+                      (!in_place(a, sm90, false, false) || !in_place(b.transpose(1, 2), sm90, false, false)) &&
+                      in_place(a, false, false, true) && in_place(b.transpose(1, 2), false, false, true);
+  if (narrow) sm90 = false;
   const int64_t batch = a.size(0), rows = a.size(1);
 
   const bool c_f32 = out3.scalar_type() == at::kFloat;
-  const Operand A = prepare_operand(a, sm90, tf32);
-  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32);
+  const Operand A = prepare_operand(a, sm90, tf32, narrow);
+  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow);
   const int64_t kVec = vec_of(a);
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
   // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0) is computed into a scratch
@@ -476,7 +514,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     } else if (sm90) {
       launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
     } else {
-      launch = find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
+      launch = narrow ? find_launcher<Sm80Narrow>(dtype, A.k_major, B.k_major, cfg)
+                      : find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
+      TORCH_INTERNAL_ASSERT(launch != nullptr, "no narrow kernel for sm80 row ", num(cfg));
       bm = sm80::kConfigs[cfg].bm;
       bn = sm80::kConfigs[cfg].bn;
     }
@@ -545,6 +585,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   int cfg = 0;
   if (tf32) {
     cfg = sm90 ? 1 : sm80::kTf32Config;  // tf32_launcher's rows
+  } else if (narrow) {
+    cfg = forced_cfg >= 0 ? forced_cfg : sm80::choose_narrow_config(p.m, p.n, batch, num_sms);
+    TORCH_CHECK_VALUE(sm80::has_narrow(cfg), "cute_gemm: CUTE_GEMM_SM80_CONFIG=", num(cfg),
+                      " has no narrow kernel, and CUTE_GEMM_NARROW=1 takes one for these unaligned operands; "
+                      "rows with one are listed in csrc/sm80/configs.h (kNarrowConfigs)");
   } else if (forced_cfg >= 0) {
     cfg = forced_cfg;
   } else {
@@ -559,7 +604,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
   }
-  if (!tf32 && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
+  if (!tf32 && !narrow && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
     // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
     // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h); a
     // cached choice this build or problem cannot run is ignored and tuned again. Not

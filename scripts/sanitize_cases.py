@@ -1,7 +1,7 @@
 """A small run of every kernel path for compute-sanitizer (scripts/sanitize.sh): both families,
 every sm90 tile config, the four layouts, the fused epilogue (bias, full C, activation), fp32
-output, unaligned C rows (through the scratch buffer and from the accumulators), split-K, TF32
-and bmm; each result is checked against torch in float64.
+output, unaligned C rows (through the scratch buffer and from the accumulators), split-K, TF32,
+bmm and the narrow (4-byte cp.async) kernels; each result is checked against torch in float64.
 Shapes are small: under the sanitizer every launch is slow."""
 
 import itertools
@@ -100,6 +100,18 @@ def main():
         a3, w = torch.randn(3, 65, 96, device="cuda").bfloat16(), torch.randn(96, 130, device="cuda").bfloat16()
         check(cute_gemm.bmm(a3, w.expand(3, 96, 130)), a3, w)
         cases += 3
+    # The narrow kernels (CUTE_GEMM_NARROW=1: 4-byte cp.async, sm80 rows 1 and 2) on contiguous
+    # operands whose last row ends where the allocation does: a vector read past K, M or N is
+    # outside it.
+    os.environ["CUTE_GEMM_FAMILY"] = "auto"
+    os.environ["CUTE_GEMM_NARROW"] = "1"
+    for config, layout in itertools.product(["1", "2"], ["nt"] if quick else ["nn", "nt", "tn", "tt"]):
+        os.environ["CUTE_GEMM_SM80_CONFIG"] = config
+        run_case(130, 66, 2050, layout, torch.bfloat16)
+        run_case(574, 6, 10, layout, torch.float16)
+        cases += 2
+    os.environ.pop("CUTE_GEMM_SM80_CONFIG")
+    os.environ.pop("CUTE_GEMM_NARROW")
     torch.cuda.synchronize()
     print(f"sanitize_cases: {cases} cases passed ({', '.join(families)})")
 

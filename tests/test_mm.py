@@ -359,6 +359,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_SPLITS", "0", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\]"),
     ("CUTE_GEMM_STREAM_K", "2", r"CUTE_GEMM_STREAM_K must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
@@ -442,3 +443,65 @@ def test_unaligned_c_rows(scratch, dtype, monkeypatch):
         bias = torch.randn(n, device="cuda").to(dtype)
         got = cute_gemm.addmm(bias, a, b, activation="relu")
         assert rel_err(got, torch.relu(a.double() @ b.double() + bias.double())) <= REL_BOUND[dtype]
+
+
+# The narrow kernels (CUTE_GEMM_NARROW=1): 16-bit operands whose contiguous extent and leading
+# dimension are even but not multiples of 8 are read in place by the SM80 kernels with 4-byte
+# cp.async. Every shape below needs it for at least one operand in every layout: the extents
+# that are contiguous in some layout are even (M = 1 is read K-major), and K or N is not a multiple of 8.
+NARROW_SHAPES = [
+    (574, 574, 574),
+    (130, 66, 2050),       # K runs past one 64-wide k-tile by two elements
+    (2, 1026, 10),         # K shorter than one k-tile
+    (126, 6, 130),
+    (4098, 258, 34),       # many tiles of either row
+    (256, 574, 514),       # A aligned in the "t" layouts (M-major, M = 256): only B is unaligned there
+    (1, 574, 574),         # one row
+]
+
+
+def allocations():
+    return torch.cuda.memory_stats()["allocation.all.allocated"]
+
+
+@pytest.mark.parametrize("config", [None, 1, 2], ids=["rule", "row1", "row2"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_narrow_kernels_read_unaligned_operands_in_place(config, layout, monkeypatch):
+    """Right against float64 (NaN-poisoned output), the same bits again, and no padded copies: the
+    call allocates its output and nothing else (the copy path allocates a buffer per copied operand)."""
+    monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
+    if config is not None:
+        monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", str(config))
+    for (m, n, k), dtype in itertools.product(NARROW_SHAPES, DTYPES):
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        out = check(a, b)
+        before = allocations()
+        again = cute_gemm.mm(a, b)
+        assert allocations() - before == 1, (m, n, k, layout)
+        assert torch.equal(out, again)
+        # addmm's epilogue on the same path: bias row, scaled C, activation.
+        bias = torch.randn(n, device="cuda").to(dtype)
+        ref = a.double() @ b.double()
+        got = cute_gemm.addmm(bias, a, b, activation="relu")
+        assert rel_err(got, torch.relu(ref + bias.double())) <= REL_BOUND[dtype]
+
+
+def test_narrow_kernels_leave_other_operands_to_the_copy(monkeypatch):
+    """With CUTE_GEMM_NARROW=1, an odd contiguous extent (no 4-byte vectors) still takes the padded
+    copy and is right; an aligned problem runs the default kernels; CUTE_GEMM_FAMILY=sm90 keeps the
+    copy; a pinned row without a narrow kernel is refused by name."""
+    monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
+    for dtype in DTYPES:
+        for m, n, k in [(574, 574, 575), (575, 573, 574), (512, 256, 1024)]:
+            for layout in LAYOUTS:
+                check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
+    a, b = make_operand(574, 574, "n", torch.float16), make_operand(574, 574, "n", torch.float16)
+    if torch.cuda.get_device_capability() == (9, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("CUTE_GEMM_FAMILY", "sm90")
+            before = allocations()
+            cute_gemm.mm(a, b)
+            assert allocations() - before > 1  # padded copies of A and B
+    monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "0")
+    with pytest.raises(ValueError, match=r"CUTE_GEMM_SM80_CONFIG=0 has no narrow kernel"):
+        cute_gemm.mm(a, b)
