@@ -50,13 +50,14 @@ REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
-         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL")
+         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
     "sk": {"CUTE_GEMM_STREAM_K": "1"},      # the chooser's tile with the stream-K tail wherever it can run
     "nosk": {"CUTE_GEMM_STREAM_K": "0"},    # ... and never (auto: where its rule expects a gain)
     "nopdl": {"CUTE_GEMM_PDL": "0"},        # the chooser's pick launched without programmatic dependent launch
+    "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte cp.async kernels
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -118,9 +119,11 @@ def parse_variants(text: str) -> list[str]:
         bad_row = row and (family == "auto" or not (row.isascii() and row.isdecimal()))
         bad_splits = slash and (family != "sm90" or not row or not (splits.isascii() and splits.isdecimal())
                                 or not 1 <= int(splits) <= MAX_SPLITS)
-        if v not in NAMED_VARIANTS and (family not in FAMILIES or bad_row or bad_splits):
+        narrow_row = family == "narrow" and row and not bad_row and not slash
+        if v not in NAMED_VARIANTS and not narrow_row and (family not in FAMILIES or bad_row or bad_splits):
             raise argparse.ArgumentTypeError(
-                f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, sm80, sm90, sm80:N / sm90:N or sm90:N/S")
+                f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, narrow:N, sm80, sm90, sm80:N / sm90:N "
+                "or sm90:N/S")
     return variants
 
 
@@ -138,11 +141,15 @@ def variant_env(variant: str) -> dict[str, str]:
     """The CUTE_GEMM_* settings that select one variant (read by the op at call time). "tuned": the
     autotune cache's pick (CUTE_GEMM_AUTOTUNE=1; the check before timing tunes a new shape); "sk" / "nosk":
     the chooser's pick with the stream-K tail forced on / off (CUTE_GEMM_STREAM_K=1 / 0; auto leaves
-    it to the rule); "nopdl": the chooser's pick launched without PDL (CUTE_GEMM_PDL=0); "sm90:N/S":
-    row N with S K slices (CUTE_GEMM_SPLITS=S)."""
+    it to the rule); "nopdl": the chooser's pick launched without PDL (CUTE_GEMM_PDL=0); "narrow" /
+    "narrow:N": operands that the default family would copy into padded buffers read in place by the
+    SM80 4-byte cp.async kernels (CUTE_GEMM_NARROW=1), on their rule's row or row N of sm80/configs.h;
+    the default kernels where no operand needs it; "sm90:N/S": row N with S K slices (CUTE_GEMM_SPLITS=S)."""
     if variant in NAMED_VARIANTS:
         return dict(NAMED_VARIANTS[variant])
     family, _, row = variant.partition(":")
+    if family == "narrow":
+        return {**NAMED_VARIANTS["narrow"], "CUTE_GEMM_SM80_CONFIG": row}
     row, _, splits = row.partition("/")
     env = {"CUTE_GEMM_FAMILY": family}
     if row:
@@ -165,7 +172,8 @@ def parse_args(argv=None):
                       help="also time cute_gemm forced to these kernel families (comma list of auto, sm80, sm90)")
     pick.add_argument("--variants", type=parse_variants,
                       help="also time these cute_gemm variants: auto, tuned (the autotune cache), sk / nosk "
-                           "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), a family, "
+                           "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), narrow / "
+                           "narrow:row (unaligned operands read in place by the SM80 4-byte kernels), a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices)")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
     ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")

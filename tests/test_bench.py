@@ -70,9 +70,13 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("sm90:2/4") == {"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_SM90_CONFIG": "2",
                                             "CUTE_GEMM_SPLITS": "4"}
     assert bench.variant_env("nopdl") == {"CUTE_GEMM_PDL": "0"}
+    assert bench.parse_variants("narrow,narrow:2") == ["narrow", "narrow:2"]
+    assert bench.variant_env("narrow") == {"CUTE_GEMM_NARROW": "1"}
+    assert bench.variant_env("narrow:2") == {"CUTE_GEMM_NARROW": "1", "CUTE_GEMM_SM80_CONFIG": "2"}
     for bad in ("sm70", "auto:1", "sm80:x", "tuned:1", "sm80:1/2", "sm90:1/0", "sm90:1/x", "sm90/2",
-                "sm90:/4", "sm90:2/", "sm90:2/65", "sm90:1/\u00b2", "sm90:\u00b2"):
-        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, sm80, sm90"):
+                "sm90:/4", "sm90:2/", "sm90:2/65", "sm90:1/\u00b2", "sm90:\u00b2", "narrow:", "narrow:x",
+                "narrow:1/2", "narrow:\u00b2", "nopdl:1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, narrow, narrow:N"):
             bench.parse_variants(bad)
 
 
