@@ -143,8 +143,10 @@ def variant_env(variant: str) -> dict[str, str]:
     the chooser's pick with the stream-K tail forced on / off (CUTE_GEMM_STREAM_K=1 / 0; auto leaves
     it to the rule); "nopdl": the chooser's pick launched without PDL (CUTE_GEMM_PDL=0); "narrow" /
     "narrow:N": operands that the default family would copy into padded buffers read in place by the
-    SM80 4-byte cp.async kernels (CUTE_GEMM_NARROW=1), on their rule's row or row N of sm80/configs.h;
-    the default kernels where no operand needs it; "sm90:N/S": row N with S K slices (CUTE_GEMM_SPLITS=S)."""
+    SM80 4-byte cp.async kernels (CUTE_GEMM_NARROW=1), on their rule's row or row N of sm80/configs.h
+    (1 or 2; another row fails on the shapes that take them); the default kernels where no operand
+    needs them (on an sm80-default GPU, "narrow:N" pins those to row N as well); "sm90:N/S": row N
+    with S K slices (CUTE_GEMM_SPLITS=S)."""
     if variant in NAMED_VARIANTS:
         return dict(NAMED_VARIANTS[variant])
     family, _, row = variant.partition(":")

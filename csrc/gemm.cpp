@@ -409,12 +409,18 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
   // The narrow kernels (sm80/configs.h), CUTE_GEMM_NARROW=1 (not yet measured, so not the
   // default): where the family picked above would copy a 16-bit operand into a padded buffer
-  // and both operands can be read in 4-byte vectors, the SM80 kernels with 4-byte cp.async read
-  // them in place instead. Not under CUTE_GEMM_FAMILY=sm90. (The SM90 handling of X above
-  // suits the SM80 epilogue too.)
-  const bool narrow = !fp32 && env_int("CUTE_GEMM_NARROW", 0, 1) == 1 && !family_forced("sm90") &&
-                      (!in_place(a, sm90, false, false) || !in_place(b.transpose(1, 2), sm90, false, false)) &&
-                      in_place(a, false, false, true) && in_place(b.transpose(1, 2), false, false, true);
+  // because its rows are not 16-byte vectors (neither TMA nor 16-byte cp.async reads it in place;
+  // a stride-0 operand that only TMA refuses is not one) and both operands can be read in 4-byte
+  // vectors, the SM80 kernels with 4-byte cp.async read them in place instead. Not under
+  // CUTE_GEMM_FAMILY=sm90. (The SM90 handling of X above suits the SM80 epilogue too: it only
+  // copies X into rows, or takes torch's path for rows too long for the SM90 epilogue.)
+  const bool narrow_env = env_int("CUTE_GEMM_NARROW", 0, 1) == 1;
+  auto unaligned_rows = [&](const at::Tensor& x) {
+    return !in_place(x, sm90, false, false) && !in_place(x, false, false, false);
+  };
+  const bool narrow = narrow_env && !fp32 && !family_forced("sm90") &&
+                      (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
+                      in_place(b.transpose(1, 2), false, false, true);
   if (narrow) sm90 = false;
   const int64_t batch = a.size(0), rows = a.size(1);
 
@@ -516,7 +522,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     } else {
       launch = narrow ? find_launcher<Sm80Narrow>(dtype, A.k_major, B.k_major, cfg)
                       : find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
-      TORCH_INTERNAL_ASSERT(launch != nullptr, "no narrow kernel for sm80 row ", num(cfg));
+      TORCH_INTERNAL_ASSERT(launch != nullptr, "no sm80 kernel for row ", num(cfg), narrow ? " (narrow)" : "");
       bm = sm80::kConfigs[cfg].bm;
       bn = sm80::kConfigs[cfg].bn;
     }

@@ -100,16 +100,32 @@ def main():
         a3, w = torch.randn(3, 65, 96, device="cuda").bfloat16(), torch.randn(96, 130, device="cuda").bfloat16()
         check(cute_gemm.bmm(a3, w.expand(3, 96, 130)), a3, w)
         cases += 3
-    # The narrow kernels (CUTE_GEMM_NARROW=1: 4-byte cp.async, sm80 rows 1 and 2) on contiguous
-    # operands whose last row ends where the allocation does: a vector read past K, M or N is
-    # outside it.
+    # The narrow kernels (CUTE_GEMM_NARROW=1: 4-byte cp.async, sm80 rows 1 and 2). The caching
+    # allocator's blocks are larger than these operands, so memcheck would not see a read a few
+    # bytes past one: each operand's rows are padded with two NaN elements (row length + 2, not a
+    # multiple of 8: the narrow path is taken) and followed by NaN, so that a vector read past K,
+    # M or N makes the result NaN and the check fails.
+    def guarded(rows, cols, major, dtype):
+        outer, inner = (rows, cols) if major == "n" else (cols, rows)
+        flat = torch.full(((outer + 1) * (inner + 2),), float("nan"), device="cuda", dtype=dtype)
+        x = flat[:outer * (inner + 2)].view(outer, inner + 2)[:, :inner]
+        x.copy_(torch.randn(outer, inner, device="cuda"))
+        return x if major == "n" else x.t()
+
     os.environ["CUTE_GEMM_FAMILY"] = "auto"
     os.environ["CUTE_GEMM_NARROW"] = "1"
     for config, layout in itertools.product(["1", "2"], ["nt"] if quick else ["nn", "nt", "tn", "tt"]):
         os.environ["CUTE_GEMM_SM80_CONFIG"] = config
-        run_case(130, 66, 2050, layout, torch.bfloat16)
-        run_case(574, 6, 10, layout, torch.float16)
-        cases += 2
+        for (m, n, k), dtype in [((130, 66, 2050), torch.bfloat16), ((258, 10, 130), torch.float16)]:
+            a, b = guarded(m, k, layout[0], dtype), guarded(k, n, layout[1], dtype)
+            before = torch.cuda.memory_stats()["allocation.all.allocated"]
+            got = cute_gemm.mm(a, b)
+            assert torch.cuda.memory_stats()["allocation.all.allocated"] - before == 1, "not the narrow path"
+            assert not got.isnan().any(), "a read past the operand"
+            check(got, a, b)
+            bias = torch.randn(n, device="cuda").to(dtype)
+            check(cute_gemm.addmm(bias, a, b), a, b, a.double() @ b.double() + bias.double())
+            cases += 1
     os.environ.pop("CUTE_GEMM_SM80_CONFIG")
     os.environ.pop("CUTE_GEMM_NARROW")
     torch.cuda.synchronize()

@@ -486,15 +486,43 @@ def test_narrow_kernels_read_unaligned_operands_in_place(config, layout, monkeyp
         assert rel_err(got, torch.relu(ref + bias.double())) <= REL_BOUND[dtype]
 
 
-def test_narrow_kernels_leave_other_operands_to_the_copy(monkeypatch):
-    """With CUTE_GEMM_NARROW=1, an odd contiguous extent (no 4-byte vectors) still takes the padded
-    copy and is right; an aligned problem runs the default kernels; CUTE_GEMM_FAMILY=sm90 keeps the
-    copy; a pinned row without a narrow kernel is refused by name."""
+def plain_and_narrow(a, b, monkeypatch, mm=cute_gemm.mm):
+    """mm(a, b) with CUTE_GEMM_NARROW unset, then set, and the second call's allocation count."""
+    monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
+    plain = mm(a, b)
     monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
+    before = allocations()
+    narrow = mm(a, b)
+    return plain, narrow, allocations() - before
+
+
+def test_narrow_kernels_only_where_an_operand_needs_them(monkeypatch):
+    """With CUTE_GEMM_NARROW=1: an odd contiguous extent (no 4-byte vectors) still takes the padded
+    copies; an aligned problem, and an expanded weight that only TMA refuses (bmm, A not stacked), run
+    the default kernels (same bits as without the knob); an odd K that is not contiguous in either
+    operand is read in place; CUTE_GEMM_FAMILY=sm90 keeps the copies; a pinned row without a narrow
+    kernel is refused by name."""
     for dtype in DTYPES:
-        for m, n, k in [(574, 574, 575), (575, 573, 574), (512, 256, 1024)]:
-            for layout in LAYOUTS:
-                check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
+        # (shape, layout, narrow taken): "nn" 574x574x575 has A rows of 575 elements.
+        for (m, n, k), layout, taken in [((574, 574, 575), "nn", False), ((574, 574, 575), "tn", True),
+                                         ((575, 573, 574), "nt", True), ((575, 573, 574), "tn", False),
+                                         ((512, 256, 1024), "nn", False)]:
+            a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+            plain, narrow, allocated = plain_and_narrow(a, b, monkeypatch)
+            check(a, b)
+            if taken:
+                assert allocated == 1, (m, n, k, layout)  # the output only
+            elif (m, n, k) == (512, 256, 1024):
+                assert allocated == 1 and torch.equal(plain, narrow)  # the default kernel
+            else:
+                assert allocated > 1, (m, n, k, layout)  # padded copies
+        base = torch.randn(4, 96, 200, device="cuda").to(dtype)
+        a3 = base[:, :80, :64]  # batches not stacked row after row: no fold into one problem
+        w = torch.randn(64, 72, device="cuda").to(dtype).expand(4, 64, 72)
+        plain, narrow, _ = plain_and_narrow(a3, w, monkeypatch, mm=cute_gemm.bmm)
+        assert torch.equal(plain, narrow)
+        assert rel_err(narrow, a3.double() @ w.double()) <= REL_BOUND[dtype]
+    monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
     a, b = make_operand(574, 574, "n", torch.float16), make_operand(574, 574, "n", torch.float16)
     if torch.cuda.get_device_capability() == (9, 0):
         with pytest.MonkeyPatch.context() as mp:
@@ -505,3 +533,34 @@ def test_narrow_kernels_leave_other_operands_to_the_copy(monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "0")
     with pytest.raises(ValueError, match=r"CUTE_GEMM_SM80_CONFIG=0 has no narrow kernel"):
         cute_gemm.mm(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
+    """The narrow path on inputs that are not fresh matrices: a base 4 but not 16 bytes aligned, padded
+    rows, bmm batches, a shared weight folded into one problem, a strided out=, N = 1."""
+    monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
+    raw_a = torch.randn(131, 68, device="cuda").to(dtype)
+    raw_b = torch.randn(132, 40, device="cuda").to(dtype)
+    cases = [
+        (raw_a[1:, 2:], raw_b[2:68, 4:38]),      # bases 4 and 8 bytes past 16-byte alignment, rows of 68
+        (raw_a[:, 2:].t()[:, 1:], raw_b[2:, :]),  # A (66, 130) M-major, offset; B (130, 40) aligned
+        (raw_a[1:, :66], torch.randn(66, 1, device="cuda").to(dtype)),  # N = 1
+    ]
+    for a, b in cases:
+        before = allocations()
+        out = cute_gemm.mm(a, b)
+        assert allocations() - before == 1, (a.shape, a.stride(), b.shape, b.stride())
+        assert not out.isnan().any() and rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
+    a3 = torch.randn(3, 130, 66, device="cuda").to(dtype)
+    b3 = torch.randn(3, 66, 34, device="cuda").to(dtype)
+    w = torch.randn(66, 34, device="cuda").to(dtype)
+    for x, y in [(a3, b3), (a3, w.expand(3, 66, 34)), (a3.transpose(1, 2).contiguous().transpose(1, 2), b3)]:
+        before = allocations()
+        got = cute_gemm.bmm(x, y)
+        assert allocations() - before == 1
+        assert rel_err(got, x.double() @ y.double()) <= REL_BOUND[dtype]
+    buf = torch.full((130, 35), float("nan"), dtype=dtype, device="cuda")
+    out = buf[:, :34]
+    cute_gemm.mm(a3[0], b3[0], out=out)
+    assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
