@@ -1,12 +1,12 @@
 """Soak run: many random cute_gemm calls (ops, shapes, layouts, dtypes, views, kernel families,
-split-K, the forced stream-K tail) each checked against a float64 reference and against torch's own error; every tenth call
+split-K, the forced stream-K tail, the narrow kernels) each checked against a float64 reference and against torch's own error; every tenth call
 repeated for bitwise equality; device memory compared before and after. Run on a GPU machine:
 
     python3 -P scripts/soak.py --calls 10000            # one thread
     python3 -P scripts/soak.py --calls 4000 --threads 4 # each thread on its own stream
 
-Prints the figures and exits 1 if any call failed. In threaded mode the kernel-family, split and
-stream-K knobs (environment variables, process-wide) stay at their defaults and TF32 stays allowed.
+Prints the figures and exits 1 if any call failed. In threaded mode the kernel-family, split,
+stream-K and narrow knobs (environment variables, process-wide) stay at their defaults and TF32 stays allowed.
 """
 
 import argparse
@@ -90,6 +90,8 @@ class Call:
                 self.env["CUTE_GEMM_SPLITS"] = str(rng.randint(2, 8))
             elif family != "sm80" and rng.random() < 0.15:
                 self.env["CUTE_GEMM_STREAM_K"] = "1"  # the stream-K tail wherever it can run
+            if family != "sm90" and rng.random() < 0.25:
+                self.env["CUTE_GEMM_NARROW"] = "1"  # the 4-byte sm80 kernels where an operand needs them
         m, n, k = draw_dim(rng), draw_dim(rng), draw_dim(rng)
         if rng.random() < 0.03:
             m, n, k = [rng.choice([0, 1, m]) for _ in range(3)]
@@ -210,7 +212,7 @@ def soak(calls: int, seed: int, knobs: bool, stats: collections.Counter, failure
             stats[f"op {call.op}"] += 1
             stats[f"dtype {str(call.dtype)[6:]}{' tf32' if call.tf32 else ''}"] += 1
             if call.env:
-                stats["forced family/splits"] += 1
+                stats["knobs set (family, splits, stream-K, narrow)"] += 1
             if problems:
                 stats["failed"] += 1
                 failures.append(f"{call.describe()}: {'; '.join(problems)}")
