@@ -205,18 +205,16 @@ constexpr bool kBuiltForSm90a = true;
 constexpr bool kBuiltForSm90a = false;
 #endif
 
-// Whether CUTE_GEMM_FAMILY names this family.
-bool family_forced(const char* family) {
+// CUTE_GEMM_FAMILY=auto|sm80|sm90 (tests, benchmarks), "" when unset.
+std::string forced_family() {
   const char* env = std::getenv("CUTE_GEMM_FAMILY");
-  return env != nullptr && std::string(env) == family;
+  return env == nullptr ? "" : env;
 }
 
 // The kernel family: the Hopper one (TMA + WGMMA, sm_90a code) on sm_90 devices of a build that
-// targeted sm_90a, else the SM80 one. CUTE_GEMM_FAMILY=sm80|sm90 forces one (tests, benchmarks).
-bool use_sm90(const cudaDeviceProp& prop) {
+// targeted sm_90a, else the SM80 one, unless `forced` (forced_family()) names one.
+bool use_sm90(const cudaDeviceProp& prop, const std::string& forced) {
   const bool possible = kBuiltForSm90a && prop.major == 9 && prop.minor == 0;
-  const char* env = std::getenv("CUTE_GEMM_FAMILY");
-  const std::string forced = env == nullptr ? "" : env;
   if (forced.empty() || forced == "auto") return possible;
   if (forced == "sm80") return false;
   TORCH_CHECK_VALUE(forced == "sm90", "CUTE_GEMM_FAMILY must be auto, sm80 or sm90, got '", forced, "'");
@@ -360,7 +358,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
   TORCH_CHECK(prop->major >= 8, "cute_gemm needs a GPU of compute capability 8.0 or newer; ", a3.device(), " is ",
               num(prop->major), ".", num(prop->minor));
-  bool sm90 = use_sm90(*prop);
+  const std::string family = forced_family();
+  bool sm90 = use_sm90(*prop, family);
   const bool fp32 = a3.scalar_type() == at::kFloat;
   // The SM80 TF32 tile takes 128 KB of shared memory: more than sm_86/sm_89 give a block.
   const bool tf32_fits = sm90 || sm80::smem_bytes(sm80::kConfigs[sm80::kTf32Config], 4) <=
@@ -418,7 +417,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   auto unaligned_rows = [&](const at::Tensor& x) {
     return !in_place(x, sm90, false, false) && !in_place(x, false, false, false);
   };
-  const bool narrow = narrow_env && !fp32 && !family_forced("sm90") &&
+  const bool narrow = narrow_env && !fp32 && family != "sm90" &&
                       (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
                       in_place(b.transpose(1, 2), false, false, true);
   if (narrow) sm90 = false;

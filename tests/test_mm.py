@@ -85,6 +85,12 @@ def check(a, b):
     return out
 
 
+def allocations():
+    """Device allocations requested so far (cached ones too): a call's padded copies and scratch
+    buffers show as a difference."""
+    return torch.cuda.memory_stats()["allocation.all.allocated"]
+
+
 def check_reproducible(a, b):
     """check(a, b), and the same bits again and on another stream."""
     out = check(a, b)
@@ -431,13 +437,13 @@ def test_unaligned_c_rows(scratch, dtype, monkeypatch):
         a, b = make_operand(m, k, "t", dtype), make_operand(k, n, "n", dtype)
         buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
         out = buf[1:, 1:n + 1]  # rows offset by one element: never 16-byte aligned
-        allocations = {}
+        allocated = {}
         for setting in ("0", "1", scratch):  # the last call is the one checked
             monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", setting)
-            before = torch.cuda.memory_stats()["allocation.all.allocated"]
+            before = allocations()
             cute_gemm.mm(a, b, out=out)
-            allocations[setting] = torch.cuda.memory_stats()["allocation.all.allocated"] - before
-        assert allocations["1"] == allocations["0"] + 1, allocations  # the scratch path did run
+            allocated[setting] = allocations() - before
+        assert allocated["1"] == allocated["0"] + 1, allocated  # the scratch path did run
         assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
         assert buf[0].isnan().all() and buf[:, 0].isnan().all() and buf[:, n + 1:].isnan().all()
         bias = torch.randn(n, device="cuda").to(dtype)
@@ -459,9 +465,6 @@ NARROW_SHAPES = [
     (1, 574, 574),         # one row
 ]
 
-
-def allocations():
-    return torch.cuda.memory_stats()["allocation.all.allocated"]
 
 
 @pytest.mark.parametrize("config", [None, 1, 2], ids=["rule", "row1", "row2"])
