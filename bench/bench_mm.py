@@ -57,7 +57,8 @@ NAMED_VARIANTS = {
     "sk": {"CUTE_GEMM_STREAM_K": "1"},      # the chooser's tile with the stream-K tail wherever it can run
     "nosk": {"CUTE_GEMM_STREAM_K": "0"},    # ... and never (auto: where its rule expects a gain)
     "nopdl": {"CUTE_GEMM_PDL": "0"},        # the chooser's pick launched without programmatic dependent launch
-    "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte cp.async kernels
+    "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
+    "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -112,18 +113,26 @@ MAX_SPLITS = 64  # CUTE_GEMM_SPLITS's range is [1, 64]
 
 
 def parse_variants(text: str) -> list[str]:
+    """Comma-separated variants; a variant is one setting or several joined by "+" (sm80+nonarrow),
+    whose knobs must not clash."""
     variants = [v.strip() for v in text.split(",") if v.strip()]
     for v in variants:
-        family, _, row = v.partition(":")
-        row, slash, splits = row.partition("/")
-        bad_row = row and (family == "auto" or not (row.isascii() and row.isdecimal()))
-        bad_splits = slash and (family != "sm90" or not row or not (splits.isascii() and splits.isdecimal())
-                                or not 1 <= int(splits) <= MAX_SPLITS)
-        narrow_row = family == "narrow" and row and not bad_row and not slash
-        if v not in NAMED_VARIANTS and not narrow_row and (family not in FAMILIES or bad_row or bad_splits):
-            raise argparse.ArgumentTypeError(
-                f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, narrow:N, sm80, sm90, sm80:N / sm90:N "
-                "or sm90:N/S")
+        parts = v.split("+")
+        for part in parts:
+            family, _, row = part.partition(":")
+            row, slash, splits = row.partition("/")
+            bad_row = row and (family == "auto" or not (row.isascii() and row.isdecimal()))
+            bad_splits = slash and (family != "sm90" or not row or not (splits.isascii() and splits.isdecimal())
+                                    or not 1 <= int(splits) <= MAX_SPLITS)
+            narrow_row = family == "narrow" and row and not bad_row and not slash
+            if part not in NAMED_VARIANTS and not narrow_row and (family not in FAMILIES or bad_row or bad_splits):
+                raise argparse.ArgumentTypeError(
+                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow:N, sm80, sm90, "
+                    "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
+        envs = [variant_env(part) for part in parts]
+        keys = [k for env in envs for k in env]
+        if len(keys) != len(set(keys)):
+            raise argparse.ArgumentTypeError(f"variant '{v}' sets a knob twice")
     return variants
 
 
@@ -143,10 +152,13 @@ def variant_env(variant: str) -> dict[str, str]:
     the chooser's pick with the stream-K tail forced on / off (CUTE_GEMM_STREAM_K=1 / 0; auto leaves
     it to the rule); "nopdl": the chooser's pick launched without PDL (CUTE_GEMM_PDL=0); "narrow" /
     "narrow:N": operands that the default family would copy into padded buffers read in place by the
-    SM80 4-byte cp.async kernels (CUTE_GEMM_NARROW=1), on their rule's row or row N of sm80/configs.h
+    SM80 4-byte cp.async kernels wherever they can (CUTE_GEMM_NARROW=1; auto takes them where
+    sm80::narrow_pays expects a gain, "nonarrow" never), on their rule's row or row N of sm80/configs.h
     (1 or 2; another row fails on the shapes that take them); the default kernels where no operand
     needs them (on an sm80-default GPU, "narrow:N" pins those to row N as well); "sm90:N/S": row N
-    with S K slices (CUTE_GEMM_SPLITS=S)."""
+    with S K slices (CUTE_GEMM_SPLITS=S); "a+b": the settings of a and of b together."""
+    if "+" in variant:
+        return {k: v for part in variant.split("+") for k, v in variant_env(part).items()}
     if variant in NAMED_VARIANTS:
         return dict(NAMED_VARIANTS[variant])
     family, _, row = variant.partition(":")
@@ -175,8 +187,10 @@ def parse_args(argv=None):
     pick.add_argument("--variants", type=parse_variants,
                       help="also time these cute_gemm variants: auto, tuned (the autotune cache), sk / nosk "
                            "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), narrow / "
-                           "narrow:row (unaligned operands read in place by the SM80 4-byte kernels), a family, "
-                           "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices)")
+                           "narrow:row / nonarrow (unaligned operands read in place by the SM80 4-byte kernels "
+                           "wherever they can / never; auto: where the rule expects a gain), a family, "
+                           "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
+                           "by + combine (sm80+nonarrow)")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
     ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")
     ap.add_argument("--peak-tflops", type=positive_float,

@@ -406,20 +406,30 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     b = b3.as_strided({1, K, N}, {0, b3.stride(1), b3.stride(2)});
     c = out3.as_strided({1, L * M, N}, {0, out3.stride(1), out3.stride(2)});
   }
-  // The narrow kernels (sm80/configs.h), CUTE_GEMM_NARROW=1 (not yet measured, so not the
-  // default): where the family picked above would copy a 16-bit operand into a padded buffer
-  // because its rows are not 16-byte vectors (neither TMA nor 16-byte cp.async reads it in place;
-  // a stride-0 operand that only TMA refuses is not one) and both operands can be read in 4-byte
-  // vectors, the SM80 kernels with 4-byte cp.async read them in place instead. Not under
-  // CUTE_GEMM_FAMILY=sm90. (The SM90 handling of X above suits the SM80 epilogue too: it only
-  // copies X into rows, or takes torch's path for rows too long for the SM90 epilogue.)
-  const bool narrow_env = env_int("CUTE_GEMM_NARROW", 0, 1) == 1;
+  // The narrow kernels (sm80/configs.h): where the family picked above would copy a 16-bit operand
+  // into a padded buffer because its rows are not 16-byte vectors (neither TMA nor 16-byte cp.async
+  // reads it in place; a stride-0 operand that only TMA refuses is not one) and both operands can
+  // be read in 4-byte vectors, the SM80 kernels with 4-byte cp.async can read them in place
+  // instead: taken where sm80::narrow_pays expects them to win (CUTE_GEMM_NARROW unset), wherever
+  // they can run (=1), or never (=0). Not under CUTE_GEMM_FAMILY=sm90, nor under a pinned
+  // CUTE_GEMM_SM80_CONFIG row without a narrow kernel unless CUTE_GEMM_NARROW=1 asks for them (an
+  // error below). (The SM90 handling of X above suits the SM80 epilogue too: it only copies X into
+  // rows, or takes torch's path for rows too long for the SM90 epilogue.)
+  const int narrow_env = env_int("CUTE_GEMM_NARROW", 0, 1);
   auto unaligned_rows = [&](const at::Tensor& x) {
     return !in_place(x, sm90, false, false) && !in_place(x, false, false, false);
   };
-  const bool narrow = narrow_env && !fp32 && family != "sm90" &&
-                      (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
-                      in_place(b.transpose(1, 2), false, false, true);
+  bool narrow = false;
+  if (narrow_env != 0 && !fp32 && family != "sm90") {
+    // The operands the default family would copy (the narrow kernels read both in place).
+    const bool copy_a = !in_place(a, sm90, false, false), copy_b = !in_place(b.transpose(1, 2), sm90, false, false);
+    const int pinned = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
+    narrow = (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
+             in_place(b.transpose(1, 2), false, false, true) &&
+             (narrow_env == 1 ||
+              ((pinned < 0 || sm80::has_narrow(pinned)) &&
+               sm80::narrow_pays(double(a.size(1)), double(N), double(K), double(a.size(0)), copy_a, copy_b, sm90)));
+  }
   if (narrow) sm90 = false;
   const int64_t batch = a.size(0), rows = a.size(1);
 

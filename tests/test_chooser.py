@@ -52,3 +52,40 @@ def test_chooser_picks_the_measured_rows(tmp_path):
     out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in PICKS)).split("\n")
     got = {shape: tuple(map(int, line.split())) for shape, line in zip(PICKS, out)}
     assert got == PICKS
+
+
+# The narrow kernels against the copy path (csrc/sm80/configs.h, narrow_pays), on the shapes timed
+# in session 19 (H200, bf16, "nn": A is M x K, B is K x N, a row of an odd multiple of 2 elements
+# needs the copy): (M, N, K): (copied operands, narrow measured faster). The rule must agree with
+# every measurement behind the SM90 family.
+NARROW = {
+    (574, 574, 574): ("ab", True),         # 8.7 us against 15.2
+    (1030, 1030, 1030): ("ab", False),     # 26.4 against 22.9
+    (1282, 1282, 1282): ("ab", False),     # 32.9 against 32.8 (a tie)
+    (1538, 1538, 1538): ("ab", False),     # 58.9 against 51.0
+    (2050, 2050, 2050): ("ab", False),     # 124 against 82
+    (4096, 4096, 574): ("a", False),       # 80 against 44
+    (4096, 574, 4096): ("b", False),       # 123 against 68
+    (16, 4100, 4096): ("b", True),         # 29 against 61: B is 34 MB
+    (16, 4096, 4100): ("a", False),        # 29 against 22: A is 131 KB
+    (128, 4100, 4096): ("b", True),        # 33 against 61
+    (1000, 1000, 4098): ("a", False),      # 55 against 40
+}
+
+
+@needs_cxx
+def test_narrow_rule_agrees_with_the_measurements(tmp_path):
+    src = tmp_path / "narrow.cpp"
+    src.write_text(
+        "#include <cstdio>\n"
+        '#include "sm80/configs.h"\n'
+        "int main() {\n"
+        "  int m, n, k, ca, cb;\n"
+        '  while (std::scanf("%d %d %d %d %d", &m, &n, &k, &ca, &cb) == 5)\n'
+        '    std::printf("%d\\n", int(cute_gemm::sm80::narrow_pays(m, n, k, 1, ca, cb, true)));\n'
+        "}\n"
+    )
+    stdin = "".join(f"{m} {n} {k} {int('a' in c)} {int('b' in c)}\n" for (m, n, k), (c, _) in NARROW.items())
+    out = build_and_run(src, stdin=stdin).split()
+    got = {shape: bool(int(v)) for shape, v in zip(NARROW, out)}
+    assert got == {shape: taken for shape, (_, taken) in NARROW.items()}

@@ -490,8 +490,8 @@ def test_narrow_kernels_read_unaligned_operands_in_place(config, layout, monkeyp
 
 
 def plain_and_narrow(a, b, monkeypatch, mm=cute_gemm.mm):
-    """mm(a, b) with CUTE_GEMM_NARROW unset, then set, and the second call's allocation count."""
-    monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
+    """mm(a, b) with CUTE_GEMM_NARROW=0, then 1, and the second call's allocation count."""
+    monkeypatch.setenv("CUTE_GEMM_NARROW", "0")
     plain = mm(a, b)
     monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
     before = allocations()
@@ -502,7 +502,7 @@ def plain_and_narrow(a, b, monkeypatch, mm=cute_gemm.mm):
 def test_narrow_kernels_only_where_an_operand_needs_them(monkeypatch):
     """With CUTE_GEMM_NARROW=1: an odd contiguous extent (no 4-byte vectors) still takes the padded
     copies; an aligned problem, and an expanded weight that only TMA refuses (bmm, A not stacked), run
-    the default kernels (same bits as without the knob); an odd K that is not contiguous in either
+    the default kernels (same bits as with the knob at 0); an odd K that is not contiguous in either
     operand is read in place; CUTE_GEMM_FAMILY=sm90 keeps the copies; a pinned row without a narrow
     kernel is refused by name."""
     for dtype in DTYPES:
@@ -536,6 +536,33 @@ def test_narrow_kernels_only_where_an_operand_needs_them(monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_SM80_CONFIG", "0")
     with pytest.raises(ValueError, match=r"CUTE_GEMM_SM80_CONFIG=0 has no narrow kernel"):
         cute_gemm.mm(a, b)
+
+
+def test_narrow_kernels_by_default_where_they_win(monkeypatch):
+    """CUTE_GEMM_NARROW unset: the rule (sm80::narrow_pays, tests/test_chooser.py) takes the narrow
+    kernels where the copies would cost more than they save (574^3; a decode shape whose large B
+    needs the copy) and keeps the copies where the GEMM is large or the copied operand small; 0
+    keeps the copies everywhere; a pinned row without a narrow kernel takes the copies, no error."""
+    monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
+    for dtype in DTYPES:
+        for (m, n, k), taken in [((574, 574, 574), True), ((16, 4100, 4096), True), ((16, 4096, 4100), False),
+                                 ((2050, 2050, 2050), False)]:
+            a, b = make_operand(m, k, "n", dtype), make_operand(k, n, "n", dtype)
+            out = check(a, b)
+            before = allocations()
+            again = cute_gemm.mm(a, b)
+            assert (allocations() - before == 1) == taken, (m, n, k)
+            assert torch.equal(out, again)
+        a, b = make_operand(574, 574, "n", dtype), make_operand(574, 574, "n", dtype)
+        for env, copied in [({"CUTE_GEMM_NARROW": "0"}, True), ({"CUTE_GEMM_SM80_CONFIG": "0"}, True),
+                            ({"CUTE_GEMM_SM80_CONFIG": "1"}, False)]:
+            with pytest.MonkeyPatch.context() as mp:
+                for key, value in env.items():
+                    mp.setenv(key, value)
+                check(a, b)
+                before = allocations()
+                cute_gemm.mm(a, b)
+                assert (allocations() - before > 1) == copied, env
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])

@@ -2,6 +2,8 @@
 // traits (compile time) and by the host heuristic that picks one per problem (run time).
 #pragma once
 
+#include <algorithm>
+
 #include "tile_scheduler.h"
 
 namespace cute_gemm::sm80 {
@@ -56,10 +58,32 @@ constexpr bool has_narrow(int cfg) {
   return false;
 }
 
-// Not yet measured (session 18 had no GPU time): CUTE_GEMM_NARROW=1 takes the narrow kernels and
-// this rule, the 64x64 tile where 128x128 tiles would leave more than half the SMs idle.
+// The narrow kernels' row: the 64x64 tile where 128x128 tiles would leave more than half the SMs
+// idle (574^3: 8.7 us on row 2, 17.5 on row 1; session 19, H200), else the 128x128 tile.
 inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
   return 2 * tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch <= num_sms ? 2 : 1;
+}
+
+// Whether the narrow kernels beat the copy path (the operands that need it copied into padded
+// buffers, then the default family's kernel), by two time estimates in microseconds fitted to
+// session 19's measurements (H200, bf16, eleven shapes; docs/tuning.md "Session 19"):
+//   narrow: 3 + max(FLOP / 100 TFLOP/s, operand bytes / 1.2 TB/s)
+//   copy:   5 + max(FLOP / R, operand bytes / 3 TB/s) + copied bytes / 0.8 TB/s + 3 per copied operand
+// with R = 450 TFLOP/s behind the SM90 family. The narrow kernels win where the copies are large
+// against the GEMM or the GEMM is small: 574^3 8.7 us against 15.2, 16x4100x4096 (B copied, 34 MB)
+// 29 us against 61; they lose from about 1030^3 (26 us against 23) and where only a small operand
+// needs the copy (16x4096x4100: 29 against 22). `sm90_default`: false where the default family is
+// SM80 (R = 250 TFLOP/s, not measured: the same kernel with 16-byte vectors, which the 4-byte form
+// trails by less than the SM90 family). `copy_a` / `copy_b`: which operands the copy path copies.
+// tests/test_chooser.py holds the measured decisions.
+inline bool narrow_pays(double m, double n, double k, double batch, bool copy_a, bool copy_b, bool sm90_default) {
+  const double flop = 2 * m * n * k * batch;
+  const double bytes_a = 2 * m * k * batch, bytes_b = 2 * n * k * batch;  // 16-bit operands only
+  const double narrow_us = 3 + std::max(flop / 100e6, (bytes_a + bytes_b) / 1.2e6);
+  const double copied = (copy_a ? bytes_a : 0) + (copy_b ? bytes_b : 0);
+  const double copy_us = 5 + std::max(flop / (sm90_default ? 450e6 : 250e6), (bytes_a + bytes_b) / 3e6) +
+                         copied / 0.8e6 + 3 * (int(copy_a) + int(copy_b));
+  return narrow_us < copy_us;
 }
 
 }  // namespace cute_gemm::sm80
