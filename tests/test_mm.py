@@ -544,8 +544,11 @@ def test_narrow_kernels_by_default_where_they_win(monkeypatch):
     needs the copy) and keeps the copies where the GEMM is large or the copied operand small; 0
     keeps the copies everywhere; a pinned row without a narrow kernel takes the copies, no error."""
     monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
+    # Behind the SM80 family (no Hopper) the copy path's kernel walks K = 4100 in 32-wide k-tiles too,
+    # and the rule takes the narrow kernels for 16x4096x4100 as well.
+    hopper = torch.cuda.get_device_capability() == (9, 0)
     for dtype in DTYPES:
-        for (m, n, k), taken in [((574, 574, 574), True), ((16, 4100, 4096), True), ((16, 4096, 4100), False),
+        for (m, n, k), taken in [((574, 574, 574), True), ((16, 4100, 4096), True), ((16, 4096, 4100), not hopper),
                                  ((2050, 2050, 2050), False)]:
             a, b = make_operand(m, k, "n", dtype), make_operand(k, n, "n", dtype)
             out = check(a, b)

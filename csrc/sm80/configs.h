@@ -66,23 +66,28 @@ inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
 
 // Whether the narrow kernels beat the copy path (the operands that need it copied into padded
 // buffers, then the default family's kernel), by two time estimates in microseconds fitted to
-// session 19's measurements (H200, bf16, eleven shapes; docs/tuning.md "Session 19"):
-//   narrow: 3 + max(FLOP / 100 TFLOP/s, operand bytes / 1.2 TB/s)
-//   copy:   5 + max(FLOP / R, operand bytes / 3 TB/s) + copied bytes / 0.8 TB/s + 3 per copied operand
-// with R = 450 TFLOP/s behind the SM90 family. The narrow kernels win where the copies are large
-// against the GEMM or the GEMM is small: 574^3 8.7 us against 15.2, 16x4100x4096 (B copied, 34 MB)
-// 29 us against 61; they lose from about 1030^3 (26 us against 23) and where only a small operand
-// needs the copy (16x4096x4100: 29 against 22). `sm90_default`: false where the default family is
-// SM80 (R = 250 TFLOP/s, not measured: the same kernel with 16-byte vectors, which the 4-byte form
-// trails by less than the SM90 family). `copy_a` / `copy_b`: which operands the copy path copies.
-// tests/test_chooser.py holds the measured decisions.
+// session 19's measurements (H200, bf16; docs/tuning.md "Session 19"; tests/test_chooser.py holds
+// them and checks the rule against each):
+//   narrow: 3 + max(FLOP / 100 TFLOP/s, operand bytes / 1.2 TB/s, K x 7 ns)
+//   copy:   5 + max(FLOP / R, operand bytes / 3 TB/s, serial) + copied bytes / 0.7 TB/s + 3 per copied operand
+// K x 7 ns: a block walks all of K (no split-K in the SM80 family) at about 0.45 us per 64-wide
+// k-tile, which few-tile, long-K problems cannot hide (200x200x8194: 58 us against 24 for the
+// copies and the SM90 family's split-K). Behind the SM90 family R = 450 TFLOP/s and serial = 0;
+// behind the SM80 family (`sm90_default` false: a GPU without sm_90a code, or CUTE_GEMM_FAMILY=sm80)
+// R = 250 TFLOP/s and serial = K x 11 ns (row 1's 32-wide k-tiles at about 0.35 us). The narrow
+// kernels win where the copies are large against the GEMM or the GEMM is small: 574^3 8.7 us
+// against 15.2, 16x4100x4096 (B, 34 MB, copied) 29 against 61; they lose from about 1030^3 (26
+// against 23) and where only a small operand needs the copy (16x4096x4100: 29 against 22).
+// `copy_a` / `copy_b`: which operands the copy path copies.
 inline bool narrow_pays(double m, double n, double k, double batch, bool copy_a, bool copy_b, bool sm90_default) {
   const double flop = 2 * m * n * k * batch;
   const double bytes_a = 2 * m * k * batch, bytes_b = 2 * n * k * batch;  // 16-bit operands only
-  const double narrow_us = 3 + std::max(flop / 100e6, (bytes_a + bytes_b) / 1.2e6);
+  const double narrow_us = 3 + std::max({flop / 100e6, (bytes_a + bytes_b) / 1.2e6, k * 0.007});
   const double copied = (copy_a ? bytes_a : 0) + (copy_b ? bytes_b : 0);
-  const double copy_us = 5 + std::max(flop / (sm90_default ? 450e6 : 250e6), (bytes_a + bytes_b) / 3e6) +
-                         copied / 0.8e6 + 3 * (int(copy_a) + int(copy_b));
+  const double copy_us = 5 +
+                         std::max({flop / (sm90_default ? 450e6 : 250e6), (bytes_a + bytes_b) / 3e6,
+                                   sm90_default ? 0.0 : k * 0.011}) +
+                         copied / 0.7e6 + 3 * (int(copy_a) + int(copy_b));
   return narrow_us < copy_us;
 }
 
