@@ -111,3 +111,29 @@ def test_narrow_rule_agrees_with_the_measurements(tmp_path):
     got = {key: bool(int(v)) for key, v in zip(NARROW, out)}
     faster = {key: (narrow < copy) != (key in NARROW_MISSED) for key, (_, narrow, copy) in NARROW.items()}
     assert got == faster
+
+
+# The narrow kernels' row (sm80::choose_narrow_config, 132 SMs), as measured in session 19 (H200).
+NARROW_ROWS = {
+    (574, 574, 574): 2,       # 8.8 us, row 1 17.9
+    (16, 4100, 4096): 2,      # 28.8, row 1 63.9
+    (32, 11010, 4096): 2,     # M <= 64: 53, row 1 68
+    (258, 4102, 4096): 1,     # 73, row 2 80
+    (1030, 1030, 1030): 1,    # 81 tiles: row 1 27.2, row 2 25.7 (a miss; the rule takes the copies, 24)
+}
+
+
+@needs_cxx
+def test_narrow_rows(tmp_path):
+    src = tmp_path / "narrow_rows.cpp"
+    src.write_text(
+        "#include <cstdio>\n"
+        '#include "sm80/configs.h"\n'
+        "int main() {\n"
+        "  int m, n, k;\n"
+        '  while (std::scanf("%d %d %d", &m, &n, &k) == 3)\n'
+        '    std::printf("%d\\n", cute_gemm::sm80::choose_narrow_config(m, n, 1, 132));\n'
+        "}\n"
+    )
+    out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in NARROW_ROWS)).split()
+    assert dict(zip(NARROW_ROWS, map(int, out))) == NARROW_ROWS

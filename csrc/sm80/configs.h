@@ -59,9 +59,12 @@ constexpr bool has_narrow(int cfg) {
 }
 
 // The narrow kernels' row: the 64x64 tile where 128x128 tiles would leave more than half the SMs
-// idle (574^3: 8.7 us on row 2, 17.5 on row 1; session 19, H200), else the 128x128 tile.
+// idle (574^3: 8.8 us on row 2, 17.9 on row 1) or leave most of their rows empty (M <= 64:
+// 32x11010x4096 53 us against 68), else the 128x128 tile (258x4102x4096: 73 against 80; session 19,
+// H200). Deeper rings for the 64x64 tile did not pay: 6 and 8 stages against 4 ran 574^3 in 9.2 and
+// 9.7 us against 8.8, 1030^3 in 34 and 33 against 26, 16x4100x4096 within 3 %.
 inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
-  return 2 * tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch <= num_sms ? 2 : 1;
+  return m <= 64 || 2 * tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch <= num_sms ? 2 : 1;
 }
 
 // Whether the narrow kernels beat the copy path (the operands that need it copied into padded
