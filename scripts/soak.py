@@ -139,14 +139,22 @@ class Call:
     def reference(self):
         """(float64 result, the norm that errors are measured against). For addmm that norm is
         the pre-activation's: where every z is far below 0, gelu's tiny outputs underflow in
-        fp32, and measured against their own norm any rounding would look like 100 %."""
+        fp32, and measured against their own norm any rounding would look like 100 %. TF32
+        rounds the inputs to 10-bit mantissas, an error of the size of the products, not of their
+        sum: a few outputs whose sums cancel (1x1x512: 1.1 % in session 19's soak) are measured
+        against the products' typical sum, ||(|a| @ |b|)|| / sqrt(K), where that is larger."""
         z = self.a.double() @ self.b.double()
+        typical = 0.0
+        if self.tf32:
+            k = max(self.a.shape[-1], 1)
+            typical = (self.a.double().abs() @ self.b.double().abs()).norm().item() / math.sqrt(k)
         if self.op != "addmm":
-            return z, z.norm()
+            return z, z.norm().clamp_min(typical)
+        typical *= abs(self.alpha)
         z = self.alpha * z
         if self.beta != 0:
             z = z + self.beta * self.input.double()
-        return ACTS[self.act](z), z.norm()
+        return ACTS[self.act](z), z.norm().clamp_min(typical)
 
     def theirs(self):
         """torch's result in the same precision, or None where torch has no same-precision twin
