@@ -199,15 +199,16 @@ CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, bo
 }
 
 // Bounded element stores of a thread's values straight from registers to C(M, N) of element
-// type OutT (row-major, ldc), at c_base; used for fp32 C and for C rows that are not 16-byte
-// aligned.
+// type OutT (C(row, col) at row * ldc + col * ldc_col: ldc_col is 1 but for the swapped decode
+// path, which computes C^T), at c_base; used for fp32 C, for C rows that are not 16-byte aligned
+// and for the swapped path.
 template <class OutT, class Acc, class Coord>
 CUTE_DEVICE void store_direct(Acc const& acc, Coord const& coord, int row0, int col0, OutT* c_base,
                               const GemmParams& p) {
   CUTE_UNROLL
   for (int i = 0; i < cute::size(acc); ++i) {
     const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
-    if (row < p.m && col < p.n) c_base[int64_t(row) * p.ldc + col] = OutT(acc(i));
+    if (row < p.m && col < p.n) c_base[int64_t(row) * p.ldc + int64_t(col) * p.ldc_col] = OutT(acc(i));
   }
 }
 

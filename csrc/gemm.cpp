@@ -437,6 +437,14 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const Operand A = prepare_operand(a, sm90, tf32, narrow);
   const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow);
   const int64_t kVec = vec_of(a);
+  // The swapped decode path (sm90::kSwapConfig, session 19): for M <= 16 rows without an X term the
+  // SM90 kernel computes C^T = B^T A^T, so that N fills its 128-row tiles and the few rows of A
+  // are WGMMA's N dimension, and stores C^T's rows into C's columns element by element (C is at
+  // most 16 rows). Needs A read K-major (its rows become 16-row K-major boxes) and one problem.
+  // CUTE_GEMM_DECODE_SWAP=0 turns it off; a pinned CUTE_GEMM_SM90_CONFIG row runs unswapped.
+  const int swap_env = env_int("CUTE_GEMM_DECODE_SWAP", 0, 1);
+  const bool swap = sm90 && !tf32 && batch == 1 && rows <= sm90::kSwapMaxM && !x.defined() && A.k_major &&
+                    swap_env != 0 && env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1) < 0;
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
   // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0) is computed into a scratch
   // buffer with padded rows and copied out: one extra pass over C, cheaper than element stores
@@ -444,7 +452,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const bool rows_aligned = c_in_place(c) && reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 &&
                             N % kVec == 0 && (rows == 1 || c.stride(1) % kVec == 0) &&
                             (batch == 1 || c.stride(0) % kVec == 0);
-  const bool scratch = sm90 && !c_f32 && !tf32 && !rows_aligned && env_int("CUTE_GEMM_C_SCRATCH", 0, 1) != 0;
+  const bool scratch =
+      sm90 && !swap && !c_f32 && !tf32 && !rows_aligned && env_int("CUTE_GEMM_C_SCRATCH", 0, 1) != 0;
   at::Tensor target = c_in_place(c) && !scratch ? c
                       : scratch ? at::empty({batch, rows, round_up(N, kVec)}, c.options()).narrow(2, 0, N)
                                 : at::empty(c.sizes(), c.options());
@@ -480,6 +489,18 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
   p.alpha = float(ep.alpha);
   p.act = ep.act;
+  if (swap) {
+    // The kernel's A is B^T (N x K), its B is A (M x K), its C(i, j) is C(j, i).
+    std::swap(p.a, p.b);
+    std::swap(p.m, p.n);
+    std::swap(p.lda, p.ldb);
+    std::swap(p.batch_a, p.batch_b);
+    p.ldc_col = p.ldc;
+    p.ldc = N == 1 ? 1 : target.stride(2);
+    p.c_vector_ok = false;
+  }
+  // The kernel's operand major-nesses (the swapped path exchanges A and B).
+  const bool a_kmajor = swap ? B.k_major : A.k_major, b_kmajor = swap ? A.k_major : B.k_major;
   p.grid_limit = prop->multiProcessorCount;
   p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
   // PDL where the kernel follows the previous call's work: after this call's own copies (padded
@@ -527,7 +548,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
       bn = sm80::kConfigs[sm80::kTf32Config].bn;
     } else if (sm90) {
-      launch = find_launcher<Sm90>(dtype, A.k_major, B.k_major, cfg);
+      launch = find_launcher<Sm90>(dtype, a_kmajor, b_kmajor, cfg);
     } else {
       launch = narrow ? find_launcher<Sm80Narrow>(dtype, A.k_major, B.k_major, cfg)
                       : find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
@@ -607,6 +628,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       "rows with one are listed in csrc/sm80/configs.h (kNarrowConfigs)");
   } else if (forced_cfg >= 0) {
     cfg = forced_cfg;
+  } else if (swap) {
+    cfg = sm90::kSwapConfig;
   } else {
     cfg = sm90 ? sm90::choose_config(p.m, p.n, p.k, batch, num_sms)
                : sm80::choose_config(p.m, p.n, num_sms, int(prop->sharedMemPerBlockOptin));
@@ -619,7 +642,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
   }
-  if (!tf32 && !narrow && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
+  if (!tf32 && !narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
     // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
     // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h); a
     // cached choice this build or problem cannot run is ignored and tuned again. Not

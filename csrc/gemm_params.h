@@ -34,6 +34,9 @@ struct GemmParams {
   void* c = nullptr;
   int m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  // C's column stride for the element stores (epilogue.h, store_direct): 1, except where the
+  // host runs C^T = B^T A^T (the swapped decode path), whose C^T rows are C's columns.
+  int64_t ldc_col = 1;
   int batch = 1;
   int64_t batch_a = 0, batch_b = 0, batch_c = 0;  // a batch stride may be 0 (a broadcast operand)
   int group_m = 8;           // GROUP_SIZE_M of the grouped tile order

@@ -67,8 +67,11 @@ def main():
         # bmm with a shared weight.
         if family == "sm90":
             os.environ["CUTE_GEMM_SPLITS"] = "3"
-            run_case(16, 1024, 2048, "nt", torch.bfloat16)
+            run_case(16, 1024, 2048, "nt", torch.bfloat16)  # M <= 16: the swapped decode path, split
             os.environ.pop("CUTE_GEMM_SPLITS")
+            run_case(5, 1031, 200, "nn", torch.bfloat16)  # swapped, one slice, B copied (N odd)
+            run_case(16, 4096, 4096, "nt", torch.float16)  # swapped, the rule's 4 slices
+            cases += 2
             # The stream-K tail (128x64 tiles: more than one wave, pieces of up to three blocks).
             os.environ["CUTE_GEMM_STREAM_K"] = "1"
             os.environ["CUTE_GEMM_SM90_CONFIG"] = "3"

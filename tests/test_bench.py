@@ -74,6 +74,7 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("narrow") == {"CUTE_GEMM_NARROW": "1"}
     assert bench.variant_env("narrow:2") == {"CUTE_GEMM_NARROW": "1", "CUTE_GEMM_SM80_CONFIG": "2"}
     assert bench.variant_env("nonarrow") == {"CUTE_GEMM_NARROW": "0"}
+    assert bench.variant_env("noswap") == {"CUTE_GEMM_DECODE_SWAP": "0"}
     assert bench.parse_variants("sm80+nonarrow,sm80+narrow:2") == ["sm80+nonarrow", "sm80+narrow:2"]
     assert bench.variant_env("sm80+nonarrow") == {"CUTE_GEMM_FAMILY": "sm80", "CUTE_GEMM_NARROW": "0"}
     assert bench.variant_env("sm80+narrow:2") == {"CUTE_GEMM_FAMILY": "sm80", "CUTE_GEMM_NARROW": "1",
@@ -81,7 +82,7 @@ def test_variants_parse_and_select_knobs():
     for bad in ("sm70", "auto:1", "sm80:x", "tuned:1", "sm80:1/2", "sm90:1/0", "sm90:1/x", "sm90/2",
                 "sm90:/4", "sm90:2/", "sm90:2/65", "sm90:1/\u00b2", "sm90:\u00b2", "narrow:", "narrow:x",
                 "narrow:1/2", "narrow:\u00b2", "nopdl:1", "sm80+", "+narrow", "sm80+sm70"):
-        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap"):
             bench.parse_variants(bad)
     for clash in ("narrow+nonarrow", "sm80+sm90", "sm80:1+narrow:2"):
         with pytest.raises(argparse.ArgumentTypeError, match="sets a knob twice"):

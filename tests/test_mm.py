@@ -1,6 +1,7 @@
 """GPU correctness of cute_gemm.mm against a float64 reference, over shapes, layouts and dtypes."""
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -366,6 +367,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_STREAM_K", "2", r"CUTE_GEMM_STREAM_K must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_DECODE_SWAP", "-1", r"CUTE_GEMM_DECODE_SWAP must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
@@ -429,8 +431,10 @@ def test_unaligned_c_rows(scratch, dtype, monkeypatch):
     """C rows the TMA store cannot write (N % 8 != 0, odd and even; a misaligned out= view): the
     sm90 family computes them into a padded scratch buffer and copies them out, or, with
     CUTE_GEMM_C_SCRATCH=0, stores single elements from the accumulators. Both are right and write
-    nothing outside C."""
+    nothing outside C. (M = 1 runs unswapped here: the swapped decode path stores C's columns
+    element by element and takes no scratch buffer; test_swapped_decode_path covers its out= views.)"""
     use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
     monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", scratch)
     for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
@@ -597,3 +601,61 @@ def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
     out = buf[:, :34]
     cute_gemm.mm(a3[0], b3[0], out=out)
     assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
+
+
+# The swapped decode path (sm90, M <= 16, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles),
+# stored into C's columns element by element.
+SWAP_ROW = 6
+
+
+def sm90_rows_run(fn):
+    """The sm90 config rows of the kernels fn launched, from their names in a profiler trace
+    (gemm_kernel<KernelTraits<dtype, a k-major, b k-major, row>, offload>)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = set()
+    for e in prof.events():
+        # The sm90 traits take 4 arguments (dtype, a k-major, b k-major, row), the sm80 ones 5.
+        m = re.search(r"gemm_kernel<[\w:]*KernelTraits<([^<>]*)>", e.name)
+        args = m.group(1).split(",") if m else []
+        if len(args) == 4:
+            rows.add(int(re.sub(r"\D", "", args[3])))
+    return rows
+
+
+def test_swapped_decode_path(monkeypatch):
+    """M <= 16 with A read K-major: the swapped row runs (kernel names), right against float64 with
+    NaN-poisoned outputs for odd N and K in every B layout and both dtypes, into strided out= views
+    and fp32 outputs, with split-K (the same bits twice); M = 17, an M-major A or a bias keep the
+    unswapped rows; CUTE_GEMM_DECODE_SWAP=0 turns it off."""
+    use_family(monkeypatch, "sm90")
+    a, b = make_operand(16, 4096, "n", torch.bfloat16), make_operand(4096, 4096, "n", torch.bfloat16)
+    assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {SWAP_ROW}
+    for dtype in DTYPES:
+        for m, n, k in itertools.product([1, 2, 7, 16], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
+            for lb in "nt":
+                check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
+        # Split-K (16x4096x4096: 32 tiles of 128 columns, 4 K slices): reproducible bits.
+        check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 4096, "t", dtype))
+        a, b = make_operand(9, 300, "n", dtype), make_operand(300, 520, "t", dtype)
+        ref = a.double() @ b.double()
+        buf = torch.full((9, 530), float("nan"), dtype=dtype, device="cuda")
+        out = buf[:, 3:523]
+        cute_gemm.mm(a, b, out=out)
+        assert rel_err(out, ref) <= REL_BOUND[dtype]
+        assert buf[:, :3].isnan().all() and buf[:, 523:].isnan().all()
+        assert rel_err(cute_gemm.mm(a, b, out_dtype=torch.float32), ref) <= 1e-5
+        col = torch.full((520, 9), float("nan"), dtype=dtype, device="cuda").t()  # a column-major out=
+        cute_gemm.mm(a, b, out=col)
+        assert rel_err(col, ref) <= REL_BOUND[dtype]
+    a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)
+    a17 = make_operand(17, 256, "n", torch.float16)
+    bias = torch.randn(512, device="cuda").half()
+    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.mm(a17, b16))
+    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16))
+    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.addmm(bias, a16, b16))
+    monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
+    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.mm(a16, b16))
+    check(a16, b16)
+

@@ -22,8 +22,14 @@ inline constexpr TileConfig kConfigs[] = {
     /* 3 */ {128, 64, 64, 8, 2, 1, "128x64x64_s8_c2"},       // 2 x (64x64): small problems, 4x the tiles of row 0
     /* 4 */ {64, 128, 64, 8, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
     /* 5 */ {64, 64, 64, 12, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
+    /* 6 */ {128, 16, 64, 11, 1, 1, "128x16x64_s11_c1"},     // decode, operands swapped: 128 of N x 16 of M
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+// The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the
+// 128-row tile and the few rows of A are WGMMA's N (16): a 64-row tile multiplied every byte of B
+// by 64 rows of A, 63 of them empty at M = 1 (session 19). The chooser below never picks it.
+inline constexpr int kSwapConfig = 6;
+inline constexpr int kSwapMaxM = 16;
 
 // Output tiles of one batch that blocks compute, counting a cluster's blocks past M (a cluster
 // covers cluster_m tile rows): the kernel's unit count and the split-K workspace's tile count.
@@ -46,7 +52,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // 0.92-0.94x unsplit, 16x4096x4096 0.84-0.85x either way.
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
   const TileConfig& c = kConfigs[cfg];
-  if (c.consumers < 2) return 1;
+  if (c.consumers < 2 && cfg != kSwapConfig) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   long long s = num_sms / tiles;

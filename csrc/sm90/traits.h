@@ -36,8 +36,16 @@ struct KernelTraits {
 
   // WGMMA reads A and B straight from shared memory in the 128-byte-swizzled canonical layouts
   // (K-major or MN-major per operand); TMA writes them in the same swizzle.
-  using SmemAtomA = std::conditional_t<AKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
-  using SmemAtomB = std::conditional_t<BKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
+  // An MN-major tile narrower than 64 elements (the swapped decode row's 16 columns) takes the
+  // swizzle of its width (32 bytes: 16 x 8 atoms).
+  template <bool KMajor, int MN>
+  using SmemAtom = std::conditional_t<
+      KMajor, GMMA::Layout_K_SW128_Atom<Element>,
+      std::conditional_t<MN % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
+                         std::conditional_t<MN % 32 == 0, GMMA::Layout_MN_SW64_Atom<Element>,
+                                            GMMA::Layout_MN_SW32_Atom<Element>>>>;
+  using SmemAtomA = SmemAtom<AKMajor, kCfg.bm>;
+  using SmemAtomB = SmemAtom<BKMajor, kCfg.bn>;
   // An MN-major atom is 64 (MN) x 8 (K): stack the atoms along K first, so that one TMA box
   // covers 64 x kBK contiguous bytes. Stacked along MN first, the box shrank to 64 x 8 and the
   // producer issued 32 TMA loads per 256 x 64 tile instead of 4 (the consumers starved).
@@ -76,14 +84,19 @@ struct KernelTraits {
   // N. The staging stays small (2 x kBM x 64) so the operand ring can be deep. Otherwise every
   // thread stores its accumulators to global memory itself, element by element, bounded.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
-  static constexpr int kChunkN = 64;  // one 128-byte swizzle row of 16-bit elements
+  // One 128-byte swizzle row of 16-bit elements; a narrower tile (the swapped decode row, 16
+  // columns) is one chunk of its own width, staged in the swizzle of that width.
+  static constexpr int kChunkN = kBN < 64 ? kBN : 64;
+  static_assert(kChunkN == 64 || kChunkN == 32 || kChunkN == 16, "C chunks of 16, 32 or 64 columns");
   static_assert(kBN == kChunkN || kBN % (2 * kChunkN) == 0,
                 "one C chunk per tile, or an even number (two staging buffers)");
   // fp32 C (TF32, out_dtype=float32) is always stored from registers: no staging.
   static constexpr bool kStageC = sizeof(Element) == 2;
   using CElement = std::conditional_t<kStageC, Element, cutlass::half_t>;  // the staging's type
-  using SmemLayoutCChunk = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<CElement>{},
-                                                  make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
+  using SmemAtomC = std::conditional_t<kChunkN == 64, GMMA::Layout_K_SW128_Atom<CElement>,
+                                       std::conditional_t<kChunkN == 32, GMMA::Layout_K_SW64_Atom<CElement>,
+                                                          GMMA::Layout_K_SW32_Atom<CElement>>>;
+  using SmemLayoutCChunk = decltype(tile_to_shape(SmemAtomC{}, make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
   using SmemLayoutC = decltype(tile_to_shape(SmemLayoutCChunk{},
                                              make_shape(Int<kBM>{}, Int<kChunkN>{}, _2{})));  // (BM,64,BUF)
   // The same WGMMA shape with N = 64: its per-thread C partition of one chunk lists the same
