@@ -137,3 +137,30 @@ def test_narrow_rows(tmp_path):
     )
     out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in NARROW_ROWS)).split()
     assert dict(zip(NARROW_ROWS, map(int, out))) == NARROW_ROWS
+
+
+# The swapped decode row (sm90::kSwapConfig, M <= 16 run as C^T = B^T A^T): its K slices on 132
+# SMs, the problem as the kernel sees it (N rows of 128, M columns). Session 19, H200 device
+# runs 14-15: 16x4096x4096 13.9 us (0.98x torch.mm) on 32 tiles x 4 slices.
+SWAP_SPLITS = {
+    (4096, 16, 4096): 4,     # 32 tiles: 4 slices fill 128 SMs
+    (14336, 16, 4096): 1,    # 112 tiles
+    (28672, 1, 8192): 1,     # 224 tiles
+    (1024, 16, 1024): 1,     # 8 tiles, but 16 k-tiles: a slice keeps at least 16
+}
+
+
+@needs_cxx
+def test_swap_row_splits(tmp_path):
+    src = tmp_path / "swap.cpp"
+    src.write_text(
+        "#include <cstdio>\n"
+        '#include "sm90/configs.h"\n'
+        "int main() {\n"
+        "  int m, n, k;\n"
+        '  while (std::scanf("%d %d %d", &m, &n, &k) == 3)\n'
+        "    std::printf(\"%d\\n\", cute_gemm::sm90::choose_splits(m, n, k, 1, cute_gemm::sm90::kSwapConfig, 132));\n"
+        "}\n"
+    )
+    out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in SWAP_SPLITS)).split()
+    assert dict(zip(SWAP_SPLITS, map(int, out))) == SWAP_SPLITS
