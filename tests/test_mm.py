@@ -649,6 +649,15 @@ def test_swapped_decode_path(monkeypatch):
         col = torch.full((520, 9), float("nan"), dtype=dtype, device="cuda").t()  # a column-major out=
         cute_gemm.mm(a, b, out=col)
         assert rel_err(col, ref) <= REL_BOUND[dtype]
+    # The stream-K tail on the swapped row (CUTE_GEMM_STREAM_K=1; 1x28672x1024: 224 tiles on at
+    # most 132 SMs), and split-K forced to 7 slices: right and reproducible.
+    for env in ({"CUTE_GEMM_STREAM_K": "1"}, {"CUTE_GEMM_SPLITS": "7"}):
+        with pytest.MonkeyPatch.context() as mp:
+            for key, value in env.items():
+                mp.setenv(key, value)
+            a, b = make_operand(3, 1024, "n", torch.bfloat16), make_operand(1024, 28672, "t", torch.bfloat16)
+            assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {SWAP_ROW}
+            check_reproducible(a, b)
     a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)
     a17 = make_operand(17, 256, "n", torch.float16)
     bias = torch.randn(512, device="cuda").half()
