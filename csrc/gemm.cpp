@@ -423,11 +423,15 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   if (narrow_env != 0 && !fp32 && family != "sm90") {
     // The operands the default family would copy (the narrow kernels read both in place).
     const bool copy_a = !in_place(a, sm90, false, false), copy_b = !in_place(b.transpose(1, 2), sm90, false, false);
+    // The rule leaves a pinned tile alone: an SM80 row without a narrow kernel, or (behind the SM90
+    // family) a pinned SM90 row or K slice count, keeps the default family's kernel and the copies.
     const int pinned = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
+    const bool sm90_pinned = sm90 && (env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1) >= 0 ||
+                                      env_int("CUTE_GEMM_SPLITS", 1, 64) >= 0);
     narrow = (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
              in_place(b.transpose(1, 2), false, false, true) &&
              (narrow_env == 1 ||
-              ((pinned < 0 || sm80::has_narrow(pinned)) &&
+              ((pinned < 0 || sm80::has_narrow(pinned)) && !sm90_pinned &&
                sm80::narrow_pays(double(a.size(1)), double(N), double(K), double(a.size(0)), copy_a, copy_b, sm90)));
   }
   if (narrow) sm90 = false;

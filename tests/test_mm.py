@@ -546,7 +546,8 @@ def test_narrow_kernels_by_default_where_they_win(monkeypatch):
     """CUTE_GEMM_NARROW unset: the rule (sm80::narrow_pays, tests/test_chooser.py) takes the narrow
     kernels where the copies would cost more than they save (574^3; a decode shape whose large B
     needs the copy) and keeps the copies where the GEMM is large or the copied operand small; 0
-    keeps the copies everywhere; a pinned row without a narrow kernel takes the copies, no error."""
+    keeps the copies everywhere; a pinned row without a narrow kernel, or a pinned sm90 row or K
+    slice count, takes the copies, no error."""
     monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
     # Behind the SM80 family (no Hopper) the copy path's kernel walks K = 4100 in 32-wide k-tiles too,
     # and the rule takes the narrow kernels for 16x4096x4100 as well.
@@ -561,8 +562,13 @@ def test_narrow_kernels_by_default_where_they_win(monkeypatch):
             assert (allocations() - before == 1) == taken, (m, n, k)
             assert torch.equal(out, again)
         a, b = make_operand(574, 574, "n", dtype), make_operand(574, 574, "n", dtype)
-        for env, copied in [({"CUTE_GEMM_NARROW": "0"}, True), ({"CUTE_GEMM_SM80_CONFIG": "0"}, True),
-                            ({"CUTE_GEMM_SM80_CONFIG": "1"}, False)]:
+        pins = [({"CUTE_GEMM_NARROW": "0"}, True), ({"CUTE_GEMM_SM80_CONFIG": "1"}, False)]
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        if getattr(props, "shared_memory_per_block_optin", 0) >= 144 * 1024:
+            pins.append(({"CUTE_GEMM_SM80_CONFIG": "0"}, True))  # row 0 (144 KB) where it fits
+        if hopper:  # a pinned sm90 row or K slice count keeps the sm90 kernel and its copies
+            pins += [({"CUTE_GEMM_SM90_CONFIG": "4"}, True), ({"CUTE_GEMM_SPLITS": "2"}, True)]
+        for env, copied in pins:
             with pytest.MonkeyPatch.context() as mp:
                 for key, value in env.items():
                     mp.setenv(key, value)
@@ -661,10 +667,19 @@ def test_swapped_decode_path(monkeypatch):
     a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)
     a17 = make_operand(17, 256, "n", torch.float16)
     bias = torch.randn(512, device="cuda").half()
-    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.mm(a17, b16))
-    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16))
-    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.addmm(bias, a16, b16))
+    # A bmm whose weight is shared (batch stride 0) and whose batches of A stack row after row is
+    # one problem of L * M rows: 2 x 5 rows take the swapped path, and C's rows land per batch.
+    a3 = torch.randn(2, 5, 64, device="cuda").half()
+    w = torch.randn(64, 100, device="cuda").half().expand(2, 64, 100)
+    assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {SWAP_ROW}
+    assert rel_err(cute_gemm.bmm(a3, w), a3.double() @ w.double()) <= REL_BOUND[torch.float16]
+    # Where it does not apply (each call must show some sm90 row, so an unparsed trace cannot pass).
+    for fn in (lambda: cute_gemm.mm(a17, b16), lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16),
+               lambda: cute_gemm.addmm(bias, a16, b16)):
+        rows = sm90_rows_run(fn)
+        assert rows and SWAP_ROW not in rows, rows
     monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
-    assert SWAP_ROW not in sm90_rows_run(lambda: cute_gemm.mm(a16, b16))
+    rows = sm90_rows_run(lambda: cute_gemm.mm(a16, b16))
+    assert rows and SWAP_ROW not in rows, rows
     check(a16, b16)
 

@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // ---------------------------------------------------------------- consumers
     cutlass::arch::warpgroup_reg_alloc<kOffload ? 224 : Tr::kConsumerRegs>();
     const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
-    const int consumer = warp_group - 1;    // which 64-row slice of the tile
+    const int consumer = warp_group - 1;    // which kRowsPerConsumer-row slice of the tile (64; 128 on row 6)
     Tracer trace(p.trace, 1 + consumer, ctid % 128 == 0);  // a CUTE_GEMM_TRACE build only
     trace(kTrStart);
     uint32_t loads = 0, units = 0;
@@ -260,7 +260,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor acc = partition_fragment_C(mma, tile_mn);                   // (MMA,MMA_M,MMA_N) fp32
     Tensor tCcC = thr_mma.partition_C(make_identity_tensor(tile_mn));  // (row, col) in the tile
 
-    // C staging for the TMA-store path: chunk j of the accumulators (columns 64j..64j+63) is
+    // C staging for the TMA-store path: chunk j of the accumulators (columns kChunkN j onward; 64
+    // wide, or the whole tile on row 6's 16 columns) is
     // converted into a ChunkMma-shaped register fragment and stmatrix-ed into buffer j % 2.
     typename Tr::StoreC r2s;
     auto thr_r2s = r2s.get_thread_slice(ctid);
@@ -459,7 +460,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
 
-      // Epilogue, on this warpgroup's 64-row slice, one 64-column chunk at a time: bias/C term,
+      // Epilogue, on this warpgroup's slice of rows, one chunk (64 columns, or row 6's 16) at a time: bias/C term,
       // scaling and activation on the chunk's fp32 accumulators (addmm), then its stores. A
       // compile-time loop: every index and coordinate is a constant, so the values stay in
       // registers (a runtime chunk index would put the accumulators in local memory), and each

@@ -46,7 +46,7 @@ struct KernelTraits {
                                             GMMA::Layout_MN_SW32_Atom<Element>>>>;
   using SmemAtomA = SmemAtom<AKMajor, kCfg.bm>;
   using SmemAtomB = SmemAtom<BKMajor, kCfg.bn>;
-  // An MN-major atom is 64 (MN) x 8 (K): stack the atoms along K first, so that one TMA box
+  // An MN-major atom is 64 (MN) x 8 (K) (16 x 8 for row 6's 16-wide B): stack the atoms along K first, so that one TMA box
   // covers 64 x kBK contiguous bytes. Stacked along MN first, the box shrank to 64 x 8 and the
   // producer issued 32 TMA loads per 256 x 64 tile instead of 4 (the consumers starved).
   template <bool KMajor>
