@@ -406,6 +406,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     b = b3.as_strided({1, K, N}, {0, b3.stride(1), b3.stride(2)});
     c = out3.as_strided({1, L * M, N}, {0, out3.stride(1), out3.stride(2)});
   }
+  // Tile knobs (tests, benchmarks), read once: a pinned row of the SM90 table, a K slice count.
+  const int pinned_sm90_cfg = sm90 && !tf32 ? env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1) : -1;
+  const int forced_splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
   // The narrow kernels (sm80/configs.h): where the family picked above would copy a 16-bit operand
   // into a padded buffer because its rows are not 16-byte vectors (neither TMA nor 16-byte cp.async
   // reads it in place; a stride-0 operand that only TMA refuses is not one) and both operands can
@@ -426,8 +429,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     // The rule leaves a pinned tile alone: an SM80 row without a narrow kernel, or (behind the SM90
     // family) a pinned SM90 row or K slice count, keeps the default family's kernel and the copies.
     const int pinned = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
-    const bool sm90_pinned = sm90 && (env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1) >= 0 ||
-                                      env_int("CUTE_GEMM_SPLITS", 1, 64) >= 0);
+    const bool sm90_pinned = sm90 && (pinned_sm90_cfg >= 0 || forced_splits >= 0);
     narrow = (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
              in_place(b.transpose(1, 2), false, false, true) &&
              (narrow_env == 1 ||
@@ -448,7 +450,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // CUTE_GEMM_DECODE_SWAP=0 turns it off; a pinned CUTE_GEMM_SM90_CONFIG row runs unswapped.
   const int swap_env = env_int("CUTE_GEMM_DECODE_SWAP", 0, 1);
   const bool swap = sm90 && !tf32 && batch == 1 && rows <= sm90::kSwapMaxM && !x.defined() && A.k_major &&
-                    swap_env != 0 && env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1) < 0;
+                    swap_env != 0 && pinned_sm90_cfg < 0;
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
   // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0) is computed into a scratch
   // buffer with padded rows and copied out: one extra pass over C, cheaper than element stores
@@ -619,9 +621,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // CUTE_GEMM_SM90_CONFIG / CUTE_GEMM_SM80_CONFIG=<row>, CUTE_GEMM_SPLITS=<n>) or the autotune
   // cache (CUTE_GEMM_AUTOTUNE=1) has timed this problem.
   const int forced_cfg = tf32   ? -1
-                         : sm90 ? env_int("CUTE_GEMM_SM90_CONFIG", 0, sm90::kNumConfigs - 1)
+                         : sm90 ? pinned_sm90_cfg
                                 : env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
-  const int forced_splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
   int cfg = 0;
   if (tf32) {
     cfg = sm90 ? 1 : sm80::kTf32Config;  // tf32_launcher's rows

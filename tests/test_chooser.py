@@ -54,6 +54,23 @@ def test_chooser_picks_the_measured_rows(tmp_path):
     assert got == PICKS
 
 
+def rule_values(tmp_path, header, expr, rows):
+    """Build a program that reads len(row) integers per line (named a0, a1, ...) and prints
+    int(expr) for each, run it on `rows`, return the printed values."""
+    n = len(rows[0])
+    names = ", ".join(f"a{i}" for i in range(n))
+    src = tmp_path / "rule.cpp"
+    src.write_text(
+        "#include <cstdio>\n"
+        f'#include "{header}"\n'
+        "int main() {\n"
+        f"  int {names};\n"
+        f'  while (std::scanf("{" ".join(["%d"] * n)}", {", ".join(f"&a{i}" for i in range(n))}) == {n})\n'
+        f'    std::printf("%d\\n", int({expr}));\n'
+        "}\n"
+    )
+    return [int(v) for v in build_and_run(src, stdin="".join(" ".join(map(str, r)) + "\n" for r in rows)).split()]
+
 # The narrow kernels against the copy path (csrc/sm80/configs.h, narrow_pays), on the shapes timed
 # in session 19 (H200, bf16, "nn": A is M x K, B is K x N; a row of an odd multiple of 2 elements
 # needs the copy): (M, N, K, behind the SM90 family): (copied operands, narrow us, copy path us).
@@ -95,20 +112,9 @@ NARROW_MISSED = {(258, 4102, 4096, True), (2000, 2000, 514, False)}
 
 @needs_cxx
 def test_narrow_rule_agrees_with_the_measurements(tmp_path):
-    src = tmp_path / "narrow.cpp"
-    src.write_text(
-        "#include <cstdio>\n"
-        '#include "sm80/configs.h"\n'
-        "int main() {\n"
-        "  int m, n, k, ca, cb, sm90;\n"
-        '  while (std::scanf("%d %d %d %d %d %d", &m, &n, &k, &ca, &cb, &sm90) == 6)\n'
-        '    std::printf("%d\\n", int(cute_gemm::sm80::narrow_pays(m, n, k, 1, ca, cb, sm90)));\n'
-        "}\n"
-    )
-    stdin = "".join(f"{m} {n} {k} {int('a' in c)} {int('b' in c)} {int(sm90)}\n"
-                    for (m, n, k, sm90), (c, _, _) in NARROW.items())
-    out = build_and_run(src, stdin=stdin).split()
-    got = {key: bool(int(v)) for key, v in zip(NARROW, out)}
+    rows = [(m, n, k, int("a" in c), int("b" in c), int(sm90)) for (m, n, k, sm90), (c, _, _) in NARROW.items()]
+    out = rule_values(tmp_path, "sm80/configs.h", "cute_gemm::sm80::narrow_pays(a0, a1, a2, 1, a3, a4, a5)", rows)
+    got = {key: bool(v) for key, v in zip(NARROW, out)}
     faster = {key: (narrow < copy) != (key in NARROW_MISSED) for key, (_, narrow, copy) in NARROW.items()}
     assert got == faster
 
@@ -125,17 +131,8 @@ NARROW_ROWS = {
 
 @needs_cxx
 def test_narrow_rows(tmp_path):
-    src = tmp_path / "narrow_rows.cpp"
-    src.write_text(
-        "#include <cstdio>\n"
-        '#include "sm80/configs.h"\n'
-        "int main() {\n"
-        "  int m, n, k;\n"
-        '  while (std::scanf("%d %d %d", &m, &n, &k) == 3)\n'
-        '    std::printf("%d\\n", cute_gemm::sm80::choose_narrow_config(m, n, 1, 132));\n'
-        "}\n"
-    )
-    out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in NARROW_ROWS)).split()
+    out = rule_values(tmp_path, "sm80/configs.h", "cute_gemm::sm80::choose_narrow_config(a0, a1, 1, 132)",
+                      list(NARROW_ROWS))
     assert dict(zip(NARROW_ROWS, map(int, out))) == NARROW_ROWS
 
 
@@ -152,15 +149,7 @@ SWAP_SPLITS = {
 
 @needs_cxx
 def test_swap_row_splits(tmp_path):
-    src = tmp_path / "swap.cpp"
-    src.write_text(
-        "#include <cstdio>\n"
-        '#include "sm90/configs.h"\n'
-        "int main() {\n"
-        "  int m, n, k;\n"
-        '  while (std::scanf("%d %d %d", &m, &n, &k) == 3)\n'
-        "    std::printf(\"%d\\n\", cute_gemm::sm90::choose_splits(m, n, k, 1, cute_gemm::sm90::kSwapConfig, 132));\n"
-        "}\n"
-    )
-    out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in SWAP_SPLITS)).split()
+    out = rule_values(tmp_path, "sm90/configs.h",
+                      "cute_gemm::sm90::choose_splits(a0, a1, a2, 1, cute_gemm::sm90::kSwapConfig, 132)",
+                      list(SWAP_SPLITS))
     assert dict(zip(SWAP_SPLITS, map(int, out))) == SWAP_SPLITS
