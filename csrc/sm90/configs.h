@@ -23,8 +23,6 @@ inline constexpr TileConfig kConfigs[] = {
     /* 4 */ {64, 128, 64, 8, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
     /* 5 */ {64, 64, 64, 12, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
     /* 6 */ {128, 16, 64, 11, 1, 1, "128x16x64_s11_c1"},     // decode, operands swapped: 128 of N x 16 of M
-    /* 7 */ {128, 256, 32, 8, 2, 2, "128x256x32_s8_c2_m2"},  // row 2 with half-deep k-tiles: 3 k-tiles of lookahead, not 2
-    /* 8 */ {128, 256, 32, 8, 2, 1, "128x256x32_s8_c2"},     // row 0 likewise
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the

@@ -31,9 +31,7 @@ struct KernelTraits {
   static constexpr int kEmptyArrivals = 4 * kConsumers * kCluster;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0 loads, the rest compute
   static constexpr bool kAKMajor = AKMajor, kBKMajor = BKMajor;
-  // A K-major tile row is one swizzle row: 128 bytes (BK 64 of 16-bit elements) or 64 (BK 32).
-  static constexpr int kRowBytes = kBK * int(sizeof(Element));
-  static_assert(kRowBytes == 128 || kRowBytes == 64, "one 128- or 64-byte swizzle row per K-major tile row");
+  static_assert(kBK * sizeof(Element) == 128, "one 128-byte swizzle row per K-major tile row");
   static_assert(kBM % (64 * kConsumers) == 0, "each consumer warpgroup owns whole 64-row WGMMA atoms");
 
   // WGMMA reads A and B straight from shared memory in the 128-byte-swizzled canonical layouts
@@ -42,7 +40,7 @@ struct KernelTraits {
   // swizzle of its width (32 bytes: 16 x 8 atoms).
   template <bool KMajor, int MN>
   using SmemAtom = std::conditional_t<
-      KMajor, std::conditional_t<kRowBytes == 128, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_K_SW64_Atom<Element>>,
+      KMajor, GMMA::Layout_K_SW128_Atom<Element>,
       std::conditional_t<MN % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
                          std::conditional_t<MN % 32 == 0, GMMA::Layout_MN_SW64_Atom<Element>,
                                             GMMA::Layout_MN_SW32_Atom<Element>>>>;
