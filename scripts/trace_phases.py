@@ -137,21 +137,86 @@ def analyze(name, ev):
     return rows
 
 
+def timeline(name, ev, show=4):
+    """Per block, each unit's span on the first consumer (globaltimer, us from the kernel's first
+    start): the wait for its first slot, its main loop (k-tiles), and the gap after it (epilogue,
+    or a split / stream-K piece's partial). Then, over blocks: main-loop time per k-tile, the gaps,
+    and when the blocks end."""
+    nblk = ev.shape[0]
+    t0 = min(events(ev, b, 0)[1][0] for b in range(nblk))
+    per_kt, gaps, ends, first_waits = [], [], [], []
+    for b in range(nblk):
+        if not (ev[b, 1, :, 0] != 0).any():
+            continue
+        _, g, tag, _ = events(ev, b, 1)
+        g = (g - t0) / 1e3
+        md = np.nonzero(tag == MAIN_DONE)[0]
+        start = np.nonzero(tag == START)[0][0]
+        bounds = np.concatenate([[start], md])
+        units = []
+        for i in range(len(md)):
+            seg = slice(bounds[i] + 1, md[i])
+            t_seg = tag[seg]
+            fulls = np.nonzero(t_seg == FULL)[0]
+            waits = np.nonzero(t_seg == FULL_WAIT)[0]
+            if not len(fulls):
+                continue
+            first_full = g[seg][fulls[0]]
+            kts = len(fulls)
+            units.append((g[bounds[i]], g[seg][waits[0]] if len(waits) else first_full, first_full, g[md[i]], kts))
+        end = g[-1]
+        ends.append(end)
+        for i, (prev_end, fw, ff, done, kts) in enumerate(units):
+            per_kt.append(((done - ff) / max(kts, 1), kts))
+            first_waits.append(ff - fw)
+            nxt = units[i + 1][1] if i + 1 < len(units) else end  # next unit's first slot wait starts
+            gaps.append((nxt - done, kts, i == len(units) - 1))
+        if b < show:
+            print(f"  block {b}: " + "; ".join(f"[{ff:.1f}..{done:.1f}] {kts}kt" for (_, _, ff, done, kts) in units)
+                  + f"; end {end:.1f}")
+    pk = np.array(per_kt)
+    gp = np.array(gaps)
+    print(f"== {name} timeline: {nblk} blocks; us per k-tile by unit length:")
+    for kts in sorted(set(pk[:, 1].astype(int))):
+        sel = pk[:, 1] == kts
+        print(f"    {kts:4d} k-tiles: {sel.sum():4d} units, median {np.median(pk[sel, 0]):.3f} us/k-tile")
+    inner = gp[gp[:, 2] == 0]
+    last = gp[gp[:, 2] == 1]
+    if len(inner):
+        print(f"  gap after a unit (epilogue or partial, to the next unit's first wait): median {np.median(inner[:, 0]):.2f} us, "
+              f"max {inner[:, 0].max():.2f}")
+    print(f"  after the last unit to the block's end: median {np.median(last[:, 0]):.2f} us, max {last[:, 0].max():.2f}")
+    print(f"  first-slot wait per unit: median {np.median(first_waits):.2f} us, max {np.max(first_waits):.2f}")
+    e = np.sort(np.array(ends))
+    print("  block ends (us): min {:.1f} p10 {:.1f} median {:.1f} p90 {:.1f} max {:.1f}".format(
+        e[0], e[len(e) // 10], e[len(e) // 2], e[9 * len(e) // 10], e[-1]))
+
+
 def main():
     warnings.filterwarnings("ignore", message="All-NaN slice")  # a column no recorder had (one unit per block)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("shapes", nargs="*")
     ap.add_argument("--out", default=None, help="folder for the .npz traces")
     ap.add_argument("--load", nargs="*", default=[], help="analyze saved .npz traces instead")
+    ap.add_argument("--timeline", action="store_true", help="also each block's units in time (stream-K, split-K)")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set an environment knob for the calls (e.g. CUTE_GEMM_STREAM_K=1)")
     args = ap.parse_args()
+    for kv in args.env:
+        key, _, value = kv.partition("=")
+        os.environ[key] = value
     for path in args.load:
         analyze(Path(path).stem, np.load(path)["ev"])
+        if args.timeline:
+            timeline(Path(path).stem, np.load(path)["ev"])
     for spec in args.shapes:
         ev = capture(spec)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             np.savez_compressed(Path(args.out) / f"trace_{spec.replace(':', '_row')}.npz", ev=ev)
         analyze(spec, ev)
+        if args.timeline:
+            timeline(spec, ev)
     return 0
 
 
