@@ -212,24 +212,4 @@ CUTE_DEVICE void store_direct(Acc const& acc, Coord const& coord, int row0, int 
   }
 }
 
-// store_direct for 16-byte aligned C rows (ldc_col 1): values 2i and 2i + 1 of a WGMMA accumulator
-// fragment are columns col and col + 1 of one row, stored as one 32-bit pair.
-template <class Acc, class Coord, class OutT>
-CUTE_DEVICE void store_direct_pairs(Acc const& acc, Coord const& coord, int row0, int col0, OutT* c_base,
-                                    const GemmParams& p) {
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(acc); i += 2) {
-    const int row = row0 + cute::get<0>(coord(i)), col = col0 + cute::get<1>(coord(i));
-    if (row < p.m) {
-      OutT* dst = c_base + int64_t(row) * p.ldc + col;
-      if (col + 1 < p.n) {
-        OutT pair[2] = {OutT(acc(i)), OutT(acc(i + 1))};
-        *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<uint32_t*>(pair);
-      } else if (col < p.n) {
-        *dst = OutT(acc(i));
-      }
-    }
-  }
-}
-
 }  // namespace cute_gemm

@@ -294,11 +294,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // the next unit's j-th k-tile, between issuing its WGMMAs and waiting for them, so the tensor
     // cores work while the stores are staged (a cooperative kernel otherwise idles them for the
     // whole epilogue). A block's last unit, with no main loop after it, stores its own chunks.
-    const bool stage_c = Tr::kStageC && (kOffload || (p.c_vector_ok && !(p.exp & 2)));
-    // TEMPORARY (measurement), CUTE_GEMM_EXP: bit 0 stores the immediate chunks straight from the
-    // registers (32-bit pairs) instead of staging them; bit 1 stores every chunk so.
-    const bool direct_imm = !kOffload && (p.exp & 1) != 0;
-    const bool pairs_ok = Tr::kStageC && p.c_vector_ok && p.ldc_col == 1;
+    const bool stage_c = Tr::kStageC && (kOffload || p.c_vector_ok);
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
@@ -485,9 +481,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         if (__builtin_expect(stage_c, 1)) {
           CUTE_UNROLL
           for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
-          if (j < kImmediate && direct_imm) {
-            store_direct_pairs(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
-          } else if (j < kImmediate || !defer_tile) {
+          if (j < kImmediate || !defer_tile) {
             if constexpr (kPairImmediate && j < 2) {
               if constexpr (j == 1) stage_chunks(Int<0>{}, Int<2>{});  // chunks 0 and 1, once both are converted
             } else {
@@ -496,8 +490,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           }
         } else if (p.c_f32) {
           store_direct(v, tCcC, row0, ccol0, static_cast<float*>(p.c) + tile.l * p.batch_c, p);
-        } else if (pairs_ok) {
-          store_direct_pairs(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
         } else {
           // C rows not 16-byte aligned: bounded element stores straight from the accumulators.
           store_direct(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
