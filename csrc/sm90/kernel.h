@@ -29,14 +29,6 @@
 
 namespace cute_gemm::sm90 {
 
-// A load that acquires (the split-K / stream-K counters): what the releasing thread wrote before
-// its release is visible after it.
-CUTE_DEVICE int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 template <class Tr>
 struct KernelParams {
   typename Tr::TmaA tma_a;
@@ -427,48 +419,28 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // kBM x kBN fp32 slot per piece, value i of consumer thread ctid at i * kThreadsC + ctid
         // (coalesced). A warp's accumulators are 16 rows of its 64-row WGMMA atom: warps whose
         // rows all lie past M (small M, decode) neither write nor read them.
-        //
-        // The tile's counter: the low 16 bits count the pieces that took a ticket (their main
-        // loops done), the high bits those whose partial is written. The piece with the last ticket
-        // writes nothing: it waits until the others' partials are written and sums them with its
-        // own values from the registers. (Until session 20 every piece wrote its partial first and
-        // then counted itself; the last one's write and fence were on the critical path: on the
-        // H100 a 128x256 block's partial took 2.5-5 us, which made most of the stream-K tail's
-        // fixed cost.) The others have taken their tickets, so their main loops are done and
-        // their writes depend on nothing: the wait cannot deadlock, whatever is resident.
         constexpr int kThreadsC = 128 * Tr::kConsumers;
-        constexpr int kReady = 1 << 16;
         const int64_t tile_id = int64_t(unit.slot_tile) * kCluster + rank;
         float* slots = p.workspace + tile_id * slot_stride * int64_t(kBM * kBN) + ctid;
-        int* counter = p.flags + tile_id;
         const bool rows_inside = row0 + consumer * Tr::kRowsPerConsumer + (ctid % 128) / 32 * 16 < p.m;
-        if (ctid == 0) smem.split_last = (atomicAdd(counter, 1) & (kReady - 1)) == unit.parts - 1;
-        cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
-        if (!smem.split_last) {
-          if (rows_inside) {
-            float* slot = slots + unit.part * int64_t(kBM * kBN);
-            CUTE_UNROLL
-            for (int i = 0; i < size(acc); ++i) slot[i * kThreadsC] = acc(i);
-          }
-          cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
-          if (ctid == 0) {
-            // Release the block's partial (ordered before this thread by the barrier).
-            __threadfence();
-            atomicAdd(counter, kReady);
-          }
-          continue;  // not last: no epilogue, the last piece stores C
+        if (rows_inside) {
+          float* slot = slots + unit.part * int64_t(kBM * kBN);
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) slot[i * kThreadsC] = acc(i);
         }
+        cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
         if (ctid == 0) {
-          // Acquire the other pieces' partials.
-          while (ld_acquire_gpu(counter) < (unit.parts - 1) * kReady) __nanosleep(64);
+          // Release the block's partial (ordered before this thread by the barrier), count it,
+          // and acquire the others' if this was the last slice to arrive.
+          __threadfence();
+          smem.split_last = atomicAdd(p.flags + tile_id, 1) == unit.parts - 1;
           __threadfence();
         }
         cutlass::arch::NamedBarrier::sync(kThreadsC, kSplitBarrier);
-        // The sum runs in piece order whichever piece is last: ((p0 + p1) + p2) + ..., the same bits
-        // every time. Piece 0 or 1 adds the other to its own values (p0 + p1 is p1 + p0 to the
-        // bit), then the rest; a later piece, whose own values come third or later, writes them to
-        // its slot after all and reads every slot (a second register array for the running sum
-        // spilled).
+        if (!smem.split_last) continue;  // not last: no epilogue, the last piece stores C
+        // The last piece to arrive, whichever it is, sums all pieces in piece order: the same
+        // bits every time. Pieces 0 and 1 keep their own values and add the other's (p0 + p1 is
+        // p1 + p0 to the bit): one partial fewer through L2, the only read of a two-piece tile.
         if (rows_inside) {
           int s = 2;
           if (unit.part < 2) {
@@ -476,9 +448,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
             CUTE_UNROLL
             for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(other + i * kThreadsC);  // L2: another SM wrote it
           } else {
-            float* own = slots + unit.part * int64_t(kBM * kBN);
-            CUTE_UNROLL
-            for (int i = 0; i < size(acc); ++i) own[i * kThreadsC] = acc(i);  // read back by this thread only
             CUTE_UNROLL
             for (int i = 0; i < size(acc); ++i) acc(i) = __ldcg(slots + i * kThreadsC);
             s = 1;
