@@ -383,8 +383,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // The previous tile's chunk j under this unit's k-tile j (after the loop when K is short).
         // Offload: the deferred chunks spread evenly over the main loop instead, so that the
         // activation warps are done with a buffer before it is needed again.
-        // TEMPORARY (measurement): CUTE_GEMM_EXP=1 spreads them so too, 2: one every third k-tile.
-        const int spread = kOffload || p.exp == 1 ? (kt_end - kt) / (kChunks - kImmediate + 1) : p.exp == 2 ? 2 : 0;
+        const int spread = kOffload ? (kt_end - kt) / (kChunks - kImmediate + 1) : 0;
         for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
           for (int g = 0; g < spread && kt + 1 < kt_end; ++g, ++kt) {
             issue();
