@@ -190,6 +190,9 @@ def timeline(name, ev, show=4):
     e = np.sort(np.array(ends))
     print("  block ends (us): min {:.1f} p10 {:.1f} median {:.1f} p90 {:.1f} max {:.1f}".format(
         e[0], e[len(e) // 10], e[len(e) // 2], e[9 * len(e) // 10], e[-1]))
+    return dict(units=len(pk), us_per_kt=float(np.median(pk[:, 0])),
+                gap=float(np.median(inner[:, 0])) if len(inner) else float("nan"),
+                last=float(np.median(last[:, 0])), first_wait=float(np.median(first_waits)), end=float(e[-1]))
 
 
 def main():

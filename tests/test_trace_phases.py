@@ -59,3 +59,17 @@ def test_saved_traces_load(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["trace_phases.py", "--load", str(tmp_path / "t.npz")])
     assert T.main() == 0
     assert "== t: 1 blocks" in capsys.readouterr().out
+
+
+def test_timeline_of_a_synthetic_trace(capsys):
+    # globaltimer = 1000 + cycles / 2 ns. Unit 0's first slot is full at cycle 850 (20 + 30 + 800),
+    # each k-tile takes 1000 cycles and MAIN_DONE comes 100 after the last: 16,100 cycles for 16
+    # k-tiles, 0.503 us each. The next unit asks for its first slot 600 cycles after the last
+    # retire (500 after MAIN_DONE: 0.25 us) and finds it full; the block ends 550 cycles after its
+    # last MAIN_DONE (0.275 us).
+    t = T.timeline("synthetic", synthetic())
+    assert t["units"] == 9  # 3 blocks x 3 units, first consumer only
+    assert abs(t["us_per_kt"] - 16100 / 2 / 16 / 1e3) < 1e-9
+    assert abs(t["gap"] - 0.25) < 1e-9 and abs(t["last"] - 0.275) < 1e-9
+    assert t["first_wait"] == 0
+    assert "16 k-tiles:    9 units" in capsys.readouterr().out
