@@ -290,11 +290,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     const bool bias16 = Tr::kStageC && !kOffload && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
 
     // Deferred C (16-bit C with 16-byte aligned rows, the TMA-store path): a tile's epilogue
-    // converts its values into rCd and stops there; the stmatrix + TMA store of each deferred chunk
-    // runs in one of the next unit's k-tiles (spread over its main loop, below), between issuing
-    // its WGMMAs and waiting for them, so the tensor
-    // cores work while the stores are staged (a cooperative kernel otherwise idles them for the
-    // whole epilogue). A block's last unit, with no main loop after it, stores its own chunks.
+    // converts its values into rCd and stops there; the stmatrix + TMA store of each deferred
+    // chunk runs in one of the next unit's k-tiles (spread over its main loop, below), between
+    // issuing its WGMMAs and waiting for them, so the tensor cores work while the stores are
+    // staged (a cooperative kernel otherwise idles them for the whole epilogue). A block's last
+    // unit, with no main loop after it, stores its own chunks.
     const bool stage_c = Tr::kStageC && (kOffload || p.c_vector_ok);
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
@@ -382,13 +382,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       const int kt_end = unit.ke;
       if (pending) {
         // The previous tile's deferred chunks, spread evenly over this unit's main loop (after it
-        // when K is short): chunk j is staged once the store that last read its buffer (the
-        // previous tile's chunk j - 2, issued in that tile's epilogue) is done. Session 20 (H100,
-        // device run 5): staged under k-tiles 0 and 1 instead, as until then, chunk 2 waited for
-        // chunk 0's store, issued one k-tile before while every block stored C at once:
+        // when K is short). A chunk is staged once the store that last read its buffer is done; on
+        // a 128x256 tile that is chunk j - 2's store, issued in the previous tile's own epilogue.
+        // Until session 20 the chunks went under k-tiles 0 and 1, where chunk 2 waited for chunk
+        // 0's store while every block stored C at once. Spread (H100, session 20, device run 5):
         // 8192x8192x1024 0.938 -> 0.948x torch.mm bf16 (0.935 -> 0.949 fp16), 8192x8192x2048
         // 0.997 -> 1.009; issue 3's seven shapes 0.991 -> 0.994 bf16, 0.991 -> 0.998 fp16.
-        // Offload: so that the activation warps are done with a buffer before it is needed again.
+        // The offload kernel spread them already, so that the activation warps are done with a
+        // buffer before it is needed again.
         const int spread = (kt_end - kt) / (kChunks - kImmediate + 1);
         for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
           for (int g = 0; g < spread && kt + 1 < kt_end; ++g, ++kt) {
