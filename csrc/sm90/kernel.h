@@ -50,6 +50,14 @@ struct RingState {
   }
 };
 
+// threadIdx.x read where it is used: an asm volatile is neither hoisted nor shared with other
+// reads, so a value derived from it is not held in a register (or spilled) until then.
+CUTE_DEVICE int fresh_tid_x() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 // kOffload: the activation warps' kernel (see below), launched by run() where they apply; it has
 // no split-K / stream-K and no epilogue math in the consumers, which keeps their registers free.
 template <class Tr, bool kOffload>
@@ -392,6 +400,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // buffer before it is needed again.
         const int spread = (kt_end - kt) / (kChunks - kImmediate + 1);
         for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
+#pragma unroll 1  // unrolled, its copies held one more register: 2 bytes spilled (fp16, M-major A, row 2)
           for (int g = 0; g < spread && kt + 1 < kt_end; ++g, ++kt) {
             issue();
             retire();
@@ -429,7 +438,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         constexpr int kThreadsC = 128 * Tr::kConsumers;
         const int64_t tile_id = int64_t(unit.slot_tile) * kCluster + rank;
         float* slots = p.workspace + tile_id * slot_stride * int64_t(kBM * kBN) + ctid;
-        const bool rows_inside = row0 + consumer * Tr::kRowsPerConsumer + (ctid % 128) / 32 * 16 < p.m;
+        // The warp's first row is derived from %tid.x read here: hoisted out of the unit loop, the
+        // value was held across it and ptxas spilled it (4 bytes, fp16 kernels with a 16-bit bias).
+        const int tid = fresh_tid_x();
+        const bool rows_inside = row0 + (tid / 128 - 1) * Tr::kRowsPerConsumer + (tid % 128) / 32 * 16 < p.m;
         if (rows_inside) {
           float* slot = slots + unit.part * int64_t(kBM * kBN);
           CUTE_UNROLL
