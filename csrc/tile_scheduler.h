@@ -52,7 +52,6 @@ struct Unit {
 struct WorkCursor {
   int dp_units, dp_tiles, splits, step, k_tiles, sk_workers, sk_iters;
   int u, w, s = 0, e = 0, j = 0;  // next data-parallel unit, next worker; its segment [s, e), next piece j
-  bool sk_first = false;          // TEMPORARY (measurement): the stream-K segment before the whole tiles
 
   // Block (cluster) `first` of a grid of `step`, over `tiles` cluster tiles of `k_tiles` k-tiles:
   // the last `sk_tiles` of them the stream-K tail of `sk_workers` workers (0: none).
@@ -70,7 +69,7 @@ struct WorkCursor {
   // Whether next() has another unit.
   CUTE_GEMM_HOST_DEVICE bool has_next() const { return u < dp_units || j < pieces() || w < sk_workers; }
   CUTE_GEMM_HOST_DEVICE bool next(Unit& out) {
-    if (u < dp_units && !(sk_first && (j < pieces() || w < sk_workers))) {
+    if (u < dp_units) {
       if (splits == 1) {  // whole tiles, the common case: no divisions (the 64-bit ones are subroutines)
         out = {u, 0, k_tiles, 0, 1, u};
         u += step;

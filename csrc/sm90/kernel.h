@@ -125,9 +125,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   // Nobody waits for another block (no deadlock, whatever is resident), and the sum's order is
   // fixed (bitwise reproducible).
   const int splits = kOffload ? 1 : p.splits;
-  WorkCursor start = WorkCursor::make(num_cluster_tiles, k_tiles, splits, kOffload ? 0 : p.sk_tiles,
-                                      kOffload ? 0 : p.sk_workers, first, step);
-  start.sk_first = p.exp & 1;  // TEMPORARY (measurement)
+  const WorkCursor start = WorkCursor::make(num_cluster_tiles, k_tiles, splits, kOffload ? 0 : p.sk_tiles,
+                                            kOffload ? 0 : p.sk_workers, first, step);
   const int slot_stride = p.sk_tiles > 0 ? p.sk_slots : splits;  // partials per slot group
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
