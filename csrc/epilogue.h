@@ -168,18 +168,28 @@ CUTE_DEVICE float pair_half(uint32_t pair, int half) {
 }
 
 // v(i) = alpha * v(i) + beta * bias(col): the chunk's bias pairs are in `pair` of lanes 0..31.
-// Each lane converts and scales its own pair once; a value then takes its column's float from
-// its lane with one shuffle that feeds the FFMA straight away. (Shuffling the 16-bit pair and
-// converting after it held one more temporary per column: with fp16's conversion ptxas spilled
-// 12 bytes in the 128x256 kernels.)
+// fp16: each lane converts and scales its own pair once, and a value takes its column's float
+// from its lane with one shuffle that feeds the FFMA. bfloat16: a value takes the 16-bit pair and
+// converts its half (a shift or a mask). Each form is the one under which ptxas fits the 128x256
+// kernels in their 168 registers: fp16 shuffling pairs spilled 6-12 bytes, bfloat16 shuffling
+// floats 4-16 (session 21; the same math either way: beta * bias in fp32, then one FFMA).
 template <class T, class V, class Coord>
 CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const GemmParams& p) {
-  const float lo = p.beta * pair_half<T>(pair, 0), hi = p.beta * pair_half<T>(pair, 1);
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(v); ++i) {
-    const int c = cute::get<1>(coord(i));  // column within the chunk (chunk 0's coordinates)
-    const float b = __shfl_sync(0xffffffffu, (c & 1) ? hi : lo, c >> 1);
-    v(i) = p.alpha * v(i) + b;
+  if constexpr (std::is_same_v<T, cutlass::half_t>) {
+    const float lo = p.beta * pair_half<T>(pair, 0), hi = p.beta * pair_half<T>(pair, 1);
+    CUTE_UNROLL
+    for (int i = 0; i < cute::size(v); ++i) {
+      const int c = cute::get<1>(coord(i));  // column within the chunk (chunk 0's coordinates)
+      const float b = __shfl_sync(0xffffffffu, (c & 1) ? hi : lo, c >> 1);
+      v(i) = p.alpha * v(i) + b;
+    }
+  } else {
+    CUTE_UNROLL
+    for (int i = 0; i < cute::size(v); ++i) {
+      const int c = cute::get<1>(coord(i));
+      const uint32_t held = __shfl_sync(0xffffffffu, pair, c >> 1);
+      v(i) = p.alpha * v(i) + p.beta * pair_half<T>(held, c & 1);
+    }
   }
 }
 
