@@ -310,10 +310,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     constexpr int kImmediate = kChunks == 4 ? 2 : 0;
     Tensor rCd = make_tensor<CT>(append(shape(rC), Int<kChunks>{}));  // (MMA,1,1,CHUNK): 16-bit values
     bool pending = false;
-    // TEMPORARY (measurement): CUTE_GEMM_EXP=1: a tile's immediate pair is staged in its epilogue
-    // but its TMA stores are issued in the next unit's main loop, spread with the deferred chunks.
-    const bool late = p.exp & 1;
-    bool late_pair = false;
     const bool leader = ctid % 128 == 0;
     uint32_t free_phase = 0;  // offload: bit b, the parity of buffer b's last store (a fresh barrier passes 1)
     // Stage chunks j0 .. j0 + n - 1 (n = 1, or 2 for the pair below) into their buffers (chunk j:
@@ -321,7 +317,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // buffers (two chunks ago, maybe in the previous tile; with one chunk per tile, the previous
     // tile's) must have finished reading before anyone overwrites them: of the two buffers' latest
     // stores, the other buffer's may still be pending when one chunk is staged, none for two.
-    auto stage_chunks = [&](auto j0c, auto nc, bool store = true) {
+    auto stage_chunks = [&](auto j0c, auto nc) {
       constexpr int j0 = decltype(j0c)::value, n = decltype(nc)::value;
       trace(kTrStoreBegin, j0);
       if (leader) tma_store_wait<(n == 1 && kChunks > 1 ? 1 : 0)>();
@@ -331,7 +327,33 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       });
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (leader && store) {
+      if (Tr::kChunkN == 64 && Tr::kRowsPerConsumer == 64 && (p.exp & 2)) {
+        // TEMPORARY (measurement): CUTE_GEMM_EXP=2 stores the staged chunk with 16-byte
+        // ld.shared + st.global by all 128 threads (no TMA store): a warp writes 4 rows x 128 B.
+        const BatchTile t = smem.c_tile[consumer];
+        const int at = ctid % 128, grp = at % 8, row_first = at / 8;
+        CT* cbase = static_cast<CT*>(p.c) + t.l * p.batch_c;
+        for_each(make_int_sequence<n>{}, [&](auto i) {
+          constexpr int j = j0 + decltype(i)::value;
+          const int col = t.n * kBN + j * Tr::kChunkN + grp * 8;
+          CUTE_UNROLL
+          for (int q = 0; q < 4; ++q) {
+            const int r = consumer * 64 + row_first + 16 * q;
+            const uint4 v = *reinterpret_cast<const uint4*>(&sC(r, grp * 8, j % 2));
+            const int row = t.m * kBM + r;
+            if (row < p.m) {
+              CT* dst = cbase + int64_t(row) * p.ldc + col;
+              if (col + 8 <= p.n) {
+                *reinterpret_cast<uint4*>(dst) = v;
+              } else {
+                const CT* e = reinterpret_cast<const CT*>(&v);
+                for (int x = 0; x < 8; ++x)
+                  if (col + x < p.n) dst[x] = e[x];
+              }
+            }
+          }
+        });
+      } else if (leader) {
         for_each(make_int_sequence<n>{}, [&](auto i) {
           store_slice(smem.c_tile[consumer], consumer, j0 + i, (j0 + i) % 2);
           tma_store_arrive();
@@ -402,11 +424,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         // 0.997 -> 1.009; issue 3's seven shapes 0.991 -> 0.994 bf16, 0.991 -> 0.998 fp16.
         // The offload kernel spread them already, so that the activation warps are done with a
         // buffer before it is needed again.
-        const int lead = kPairImmediate && late_pair ? kImmediate : 0;  // first events: the pair's TMA stores
-        const int events = kChunks - kImmediate + lead;
-        const int spread = (kt_end - kt) / (events + 1);
-#pragma unroll 1
-        for (int e = 0; e < events; ++e) {
+        const int spread = (kt_end - kt) / (kChunks - kImmediate + 1);
+        for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
 #pragma unroll 1  // unrolled, its copies held one more register: 2 bytes spilled (fp16, M-major A, row 2)
           for (int g = 0; g < spread && kt + 1 < kt_end; ++g, ++kt) {
             issue();
@@ -414,22 +433,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           }
           const bool issued = kt < kt_end;
           if (issued) issue();
-          if (e < lead) {
-            if (leader) {
-              store_slice(smem.c_tile[consumer], consumer, e, e);
-              tma_store_arrive();
-            }
-          } else {
-            for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
-              if (e - lead == decltype(jc)::value) store_deferred(jc);
-            });
-          }
+          store_deferred(jc);
           if (issued) {
             retire();
             ++kt;
           }
-        }
-        late_pair = false;
+        });
         pending = false;
       }
       for (; kt < kt_end; ++kt) {
@@ -519,10 +528,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
           if (j < kImmediate || !defer_tile) {
             if constexpr (kPairImmediate && j < 2) {
-              if constexpr (j == 1) {  // chunks 0 and 1, once both are converted
-                late_pair = late && defer_tile;
-                stage_chunks(Int<0>{}, Int<2>{}, !late_pair);
-              }
+              if constexpr (j == 1) stage_chunks(Int<0>{}, Int<2>{});  // chunks 0 and 1, once both are converted
             } else {
               store_chunk(jc);
             }
