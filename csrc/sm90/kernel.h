@@ -327,33 +327,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       });
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (Tr::kChunkN == 64 && Tr::kRowsPerConsumer == 64 && (p.exp & 2)) {
-        // TEMPORARY (measurement): CUTE_GEMM_EXP=2 stores the staged chunk with 16-byte
-        // ld.shared + st.global by all 128 threads (no TMA store): a warp writes 4 rows x 128 B.
-        const BatchTile t = smem.c_tile[consumer];
-        const int at = ctid % 128, grp = at % 8, row_first = at / 8;
-        CT* cbase = static_cast<CT*>(p.c) + t.l * p.batch_c;
-        for_each(make_int_sequence<n>{}, [&](auto i) {
-          constexpr int j = j0 + decltype(i)::value;
-          const int col = t.n * kBN + j * Tr::kChunkN + grp * 8;
-          CUTE_UNROLL
-          for (int q = 0; q < 4; ++q) {
-            const int r = consumer * 64 + row_first + 16 * q;
-            const uint4 v = *reinterpret_cast<const uint4*>(&sC(r, grp * 8, j % 2));
-            const int row = t.m * kBM + r;
-            if (row < p.m) {
-              CT* dst = cbase + int64_t(row) * p.ldc + col;
-              if (col + 8 <= p.n) {
-                *reinterpret_cast<uint4*>(dst) = v;
-              } else {
-                const CT* e = reinterpret_cast<const CT*>(&v);
-                for (int x = 0; x < 8; ++x)
-                  if (col + x < p.n) dst[x] = e[x];
-              }
-            }
-          }
-        });
-      } else if (leader) {
+      if (leader) {
         for_each(make_int_sequence<n>{}, [&](auto i) {
           store_slice(smem.c_tile[consumer], consumer, j0 + i, (j0 + i) % 2);
           tma_store_arrive();
