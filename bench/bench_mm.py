@@ -50,7 +50,7 @@ REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
-         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_EXP")
+         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -60,8 +60,6 @@ NAMED_VARIANTS = {
     "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
     "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
     "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 16 on the unswapped sm90 rows (auto: C^T = B^T A^T, row 6)
-    **{f"x{i}": {"CUTE_GEMM_EXP": str(i)} for i in range(1, 8)},  # TEMPORARY (measurement)
-    **{f"skx{i}": {"CUTE_GEMM_EXP": str(i), "CUTE_GEMM_STREAM_K": "1"} for i in range(1, 8)},  # TEMPORARY
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -318,8 +316,6 @@ def eager_time_us(torch, fn, a, b, seconds, trials=5):
 def check(torch, fn, sets, ref, bound) -> dict:
     """fn's relative error against the reference on the first operand set; "wrong" past bound."""
     out = fn(*sets[0]).float()
-    if os.environ.get("CUTE_GEMM_EXP"):  # TEMPORARY (ablation): the x variants compute wrong results on purpose
-        return {"rel_err": 0.0}
     err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
     if not math.isfinite(err) or err > bound:
         return {"wrong": True, "rel_err": err if math.isfinite(err) else None}  # JSON has no NaN

@@ -75,7 +75,6 @@ struct GemmParams {
   // kernel's launch and prologue with the previous kernel's tail (sm90/kernel.h waits before it
   // touches global memory). CUTE_GEMM_PDL=0 launches plainly (tests and benchmarks compare).
   bool pdl = true;
-  int exp = 0;  // TEMPORARY (measurement): CUTE_GEMM_EXP, see sm90/kernel.h
 
   // Builds with -DCUTE_GEMM_TRACE only (setup.py: CUTE_GEMM_TRACE=1): where the SM90 kernel
   // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.

@@ -319,7 +319,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // stores, the other buffer's may still be pending when one chunk is staged, none for two.
     auto stage_chunks = [&](auto j0c, auto nc) {
       constexpr int j0 = decltype(j0c)::value, n = decltype(nc)::value;
-      if (p.exp & 2) return;  // TEMPORARY (ablation, wrong results): no C staging, no C stores
       trace(kTrStoreBegin, j0);
       if (leader) tma_store_wait<(n == 1 && kChunks > 1 ? 1 : 0)>();
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
@@ -328,7 +327,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       });
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (leader && !(p.exp & 1)) {  // TEMPORARY (ablation, wrong results): EXP=1 stages C, stores none
+      if (leader) {
         for_each(make_int_sequence<n>{}, [&](auto i) {
           store_slice(smem.c_tile[consumer], consumer, j0 + i, (j0 + i) % 2);
           tma_store_arrive();
