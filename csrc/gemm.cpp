@@ -509,7 +509,6 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const bool a_kmajor = swap ? B.k_major : A.k_major, b_kmajor = swap ? A.k_major : B.k_major;
   p.grid_limit = prop->multiProcessorCount;
   p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
-  p.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1) != 0;
   // PDL where the kernel follows the previous call's work: after this call's own copies (padded
   // operands, a bias row) it has nothing to overlap, nor before a scratch C's copy-out (session
   // 17: 574^3, copies on both sides, ran 3 % slower with it).
