@@ -171,11 +171,11 @@ CUTE_DEVICE float pair_half(uint32_t pair, int half) {
 // fp16: each lane converts and scales its own pair once, and a value takes its column's float
 // from its lane with one shuffle that feeds the FFMA. A lane sends the half of its own value i's
 // column parity, which is the receiver's too: in WGMMA's C layout value i of lane L sits at
-// column 8 (i / 4) + 2 (L % 4) + i % 2, so the parity is i's alone. bfloat16: a value takes the
-// 16-bit pair and converts its half (a shift or a mask). Each form is the one under which ptxas
-// fits the 128x256 kernels in their 168 registers: fp16 shuffling pairs spilled 6-12 bytes,
-// bfloat16 shuffling floats 4-16 (session 21; the same math either way: beta * bias in fp32,
-// then one FFMA).
+// column 2 (L % 4) + i % 2 plus a multiple of 8, so the parity is i's alone. bfloat16: a value
+// takes the 16-bit pair and converts its half (a shift or a mask). Each form is the one under
+// which ptxas fits the 128x256 kernels in their 168 registers: fp16 shuffling pairs spilled 6-12
+// bytes, bfloat16 shuffling floats 4-16 (session 21). fp16 computes beta * bias, then one FFMA;
+// bfloat16 alpha * v + beta * bias as nvcc contracts it, as before.
 template <class T, class V, class Coord>
 CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const GemmParams& p) {
   if constexpr (std::is_same_v<T, cutlass::half_t>) {

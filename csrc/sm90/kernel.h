@@ -50,8 +50,9 @@ struct RingState {
   }
 };
 
-// threadIdx.x read where it is used: an asm volatile is neither hoisted nor shared with other
-// reads, so a value derived from it is not held in a register (or spilled) until then.
+// threadIdx.x read where it is used: the front end neither hoists an asm volatile nor shares it
+// with other reads, so a value derived from it is not held in a register (or spilled) until then
+// (ptxas could still move the read; the build's -Xptxas -v report is the check).
 CUTE_DEVICE int fresh_tid_x() {
   int t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
@@ -439,7 +440,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         const int64_t tile_id = int64_t(unit.slot_tile) * kCluster + rank;
         float* slots = p.workspace + tile_id * slot_stride * int64_t(kBM * kBN) + ctid;
         // The warp's first row is derived from %tid.x read here: hoisted out of the unit loop, the
-        // value was held across it and ptxas spilled it (4 bytes, fp16 kernels with a 16-bit bias).
+        // value was held across it and ptxas spilled it (4 bytes, fp16 kernels: the register peak
+        // is the 16-bit bias path's).
         const int tid = fresh_tid_x();
         const bool rows_inside = row0 + (tid / 128 - 1) * Tr::kRowsPerConsumer + (tid % 128) / 32 * 16 < p.m;
         if (rows_inside) {
