@@ -36,6 +36,15 @@ struct Unit {
   int tile, kb, ke, part, parts, slot_tile;
 };
 
+// floor(a b / d) for 0 <= a <= d < 2^16 and 0 <= b < 2^31, in 32-bit arithmetic: a (b / d) <= b
+// and a (b % d) < 2^32 (the host keeps split counts and stream-K workers below 2^16). The sm90
+// consumers call the cursor while their accumulators and deferred C values fill all but a few
+// registers: a 64-bit division is a subroutine, whose registers and return address ptxas spilled
+// there (session 22).
+CUTE_GEMM_HOST_DEVICE int mul_div_small(int a, int b, int d) {
+  return a * (b / d) + int(unsigned(a) * unsigned(b % d) / unsigned(d));
+}
+
 // A block's units, in order: the data-parallel units u = first, first + step, ... (whole tiles, or
 // split-K slices: unit u is slice u % splits of tile u / splits), then, with a stream-K tail, the
 // segments of the virtual workers w = first, first + step, ... (one each when the grid has
@@ -62,21 +71,35 @@ struct WorkCursor {
             first, first};
   }
 
-  CUTE_GEMM_HOST_DEVICE int seg_begin(int worker) const { return int(int64_t(worker) * sk_iters / sk_workers); }
-  CUTE_GEMM_HOST_DEVICE int worker_of(int it) const { return int((int64_t(it + 1) * sk_workers - 1) / sk_iters); }
+  // floor(worker I / W), I = sk_iters, W = sk_workers (worker <= W).
+  CUTE_GEMM_HOST_DEVICE int seg_begin(int worker) const { return mul_div_small(worker, sk_iters, sk_workers); }
+  // The worker whose segment holds iteration `it`: the largest w with seg_begin(w) <= it, that is
+  // floor(((it + 1) W - 1) / I). A 32-bit float estimate (off by less than one: W < 2^16), then
+  // exact corrections against seg_begin.
+  CUTE_GEMM_HOST_DEVICE int worker_of(int it) const {
+#if defined(__CUDA_ARCH__)
+    int w = int(__fdividef(float(it) * float(sk_workers), float(sk_iters)));  // no slow-path call
+#else
+    int w = int(float(it) * float(sk_workers) / float(sk_iters));
+#endif
+    w = w < 0 ? 0 : w >= sk_workers ? sk_workers - 1 : w;
+    while (w + 1 < sk_workers && seg_begin(w + 1) <= it) ++w;
+    while (w > 0 && seg_begin(w) > it) --w;
+    return w;
+  }
   // Tiles the current segment touches (0 before the first; every segment holds an iteration or more).
   CUTE_GEMM_HOST_DEVICE int pieces() const { return e > s ? (e - 1) / k_tiles - s / k_tiles + 1 : 0; }
   // Whether next() has another unit.
   CUTE_GEMM_HOST_DEVICE bool has_next() const { return u < dp_units || j < pieces() || w < sk_workers; }
   CUTE_GEMM_HOST_DEVICE bool next(Unit& out) {
     if (u < dp_units) {
-      if (splits == 1) {  // whole tiles, the common case: no divisions (the 64-bit ones are subroutines)
+      if (splits == 1) {  // whole tiles, the common case: no divisions
         out = {u, 0, k_tiles, 0, 1, u};
         u += step;
         return true;
       }
       const int tile = u / splits, slice = u % splits;
-      out = {tile, int(int64_t(slice) * k_tiles / splits), int(int64_t(slice + 1) * k_tiles / splits), slice, splits,
+      out = {tile, mul_div_small(slice, k_tiles, splits), mul_div_small(slice + 1, k_tiles, splits), slice, splits,
              tile};
       u += step;
       return true;
