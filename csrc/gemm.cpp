@@ -509,6 +509,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const bool a_kmajor = swap ? B.k_major : A.k_major, b_kmajor = swap ? A.k_major : B.k_major;
   p.grid_limit = prop->multiProcessorCount;
   p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
+  p.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1) != 0;
   // PDL where the kernel follows the previous call's work: after this call's own copies (padded
   // operands, a bias row) it has nothing to overlap, nor before a scratch C's copy-out (session
   // 17: 574^3, copies on both sides, ran 3 % slower with it).
@@ -575,9 +576,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       if (splits > 1) {
         shared_tiles = sm90_tiles * batch;
         parts = splits;
-      } else if (stream_k_env != 0 && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit) {
-        // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits; not
-        // TF32, whose kernel has its own K tile). sm90::run drops it if fewer clusters are resident.
+      } else if (stream_k_env != 0 && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit &&
+                 num_sms < (1 << 16)) {
+        // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits, the
+        // workers in 16 (mul_div_small); not TF32, whose kernel has its own K tile). sm90::run
+        // drops it if fewer clusters are resident.
         const int workers = num_sms / tc.cluster_m;
         const sm90::StreamK sk =
             sm90::choose_stream_k(sm90_tiles / tc.cluster_m * batch, int(k_tiles(cfg)), workers, tc, stream_k_env == 1);

@@ -253,6 +253,34 @@ def test_stream_k(case, layout, monkeypatch):
         assert not torch.equal(out32, whole), "the stream-K tail did not run"
 
 
+# (config row or None for the chooser, M, N, K, stream-K): 128x256 tiles with several units per
+# block, so that a tile's first two C chunks are stored under the next unit's main loop: short K
+# (fewer k-tiles than store events), edges in M and N, the cluster tile, the stream-K tail.
+LATE_C_CASES = [(0, 2000, 2300, 64), (0, 1500, 2600, 1000), (2, 4100, 4100, 300), (None, 2500, 4000, 4100),
+                (2, 2100, 4400, 720, "sk")]
+
+
+@pytest.mark.parametrize("case", LATE_C_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("layout", ["nn", "tt"])
+def test_late_c_pair(case, layout, monkeypatch):
+    """CUTE_GEMM_LATE_C=1 (the default: a 128x256 tile's first two C chunks fenced and TMA-stored
+    under the next unit's main loop) gives the bits of =0 (stored in the epilogue), NaN-poisoned
+    outputs fully written, plain and with a bias epilogue."""
+    use_family(monkeypatch, "sm90")
+    row, m, n, k, *sk = case
+    if row is not None:
+        monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1" if sk else "0")
+    for dtype in DTYPES:
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        bias = torch.randn(n, device="cuda").to(dtype)
+        got = {}
+        for late in ("0", "1"):
+            monkeypatch.setenv("CUTE_GEMM_LATE_C", late)
+            got[late] = (check(a, b), cute_gemm.addmm(bias, a, b, activation="relu"))
+        assert torch.equal(got["0"][0], got["1"][0]) and torch.equal(got["0"][1], got["1"][1])
+
+
 def check_bias_gelu(m, n, k):
     """addmm(bias, a, b, activation="gelu") in bf16 against float64; returns a, b, bias, a @ b + bias."""
     a = make_operand(m, k, "n", torch.bfloat16)
@@ -368,6 +396,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_DECODE_SWAP", "-1", r"CUTE_GEMM_DECODE_SWAP must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_LATE_C", "on", r"CUTE_GEMM_LATE_C must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")

@@ -70,9 +70,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kBK = Tr::kBK, kStages = Tr::kStages;
   const GemmParams& p = params.p;
 
+  // The storage starts at the first 1024-byte aligned shared address (128-byte swizzle atoms),
+  // found on the 32-bit shared address and added to the shared array itself: the compiler then
+  // knows every member is shared memory and addresses it as such (aligned through a generic
+  // 64-bit integer, the base took two registers and the C tile's loads went through generic
+  // loads; ptxas spilled around the late C pair, session 22).
   extern __shared__ char smem_raw[];
-  auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                                              ~uintptr_t(1023));
+  auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>(
+      smem_raw + ((1024 - (cute::cast_smem_ptr_to_uint(smem_raw) & 1023)) & 1023));
 
   const int warp_group = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -310,7 +315,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
     constexpr int kImmediate = kChunks == 4 ? 2 : 0;
     Tensor rCd = make_tensor<CT>(append(shape(rC), Int<kChunks>{}));  // (MMA,1,1,CHUNK): 16-bit values
-    bool pending = false;
+    // What the previous tile left for this unit's main loop: 0 nothing, 1 its deferred chunks,
+    // 2 those and a late pair (its chunks 0 and 1 in buffers 0 and 1, written but not yet
+    // fenced or stored: GemmParams::late_c, see the epilogue).
+    int deferred = 0;
     const bool leader = ctid % 128 == 0;
     uint32_t free_phase = 0;  // offload: bit b, the parity of buffer b's last store (a fresh barrier passes 1)
     // Stage chunks j0 .. j0 + n - 1 (n = 1, or 2 for the pair below) into their buffers (chunk j:
@@ -318,14 +326,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // buffers (two chunks ago, maybe in the previous tile; with one chunk per tile, the previous
     // tile's) must have finished reading before anyone overwrites them: of the two buffers' latest
     // stores, the other buffer's may still be pending when one chunk is staged, none for two.
-    auto stage_chunks = [&](auto j0c, auto nc) {
-      constexpr int j0 = decltype(j0c)::value, n = decltype(nc)::value;
+    // Part (kStageAll by default): kWriteOnly writes the chunks and stops (a late pair, below: the
+    // buffers are known free), kStoreOnly fences and stores chunks written before.
+    constexpr int kStageAll = 0, kWriteOnly = 1, kStoreOnly = 2;
+    auto stage_chunks = [&](auto j0c, auto nc, auto partc) {
+      constexpr int j0 = decltype(j0c)::value, n = decltype(nc)::value, part = decltype(partc)::value;
       trace(kTrStoreBegin, j0);
-      if (leader) tma_store_wait<(n == 1 && kChunks > 1 ? 1 : 0)>();
-      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      for_each(make_int_sequence<n>{}, [&](auto i) {
-        copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j0 + i)), tRSsC(_, _, _, (j0 + i) % 2));
-      });
+      if constexpr (part != kStoreOnly) {
+        if constexpr (part == kStageAll) {
+          if (leader) tma_store_wait<(n == 1 && kChunks > 1 ? 1 : 0)>();
+          cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+        }
+        for_each(make_int_sequence<n>{}, [&](auto i) {
+          copy(r2s, thr_r2s.retile_S(rCd(_, _, _, j0 + i)), tRSsC(_, _, _, (j0 + i) % 2));
+        });
+        if constexpr (part == kWriteOnly) return;
+      }
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
       if (leader) {
@@ -346,7 +362,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         if (ctid == 0) smem.c_buf_tile[buf] = smem.c_tile[0];
         EmptyBarrier::arrive(&smem.c_ready[buf]);  // releases this thread's stmatrix writes
       } else {
-        stage_chunks(jc, Int<1>{});
+        stage_chunks(jc, Int<1>{}, Int<kStageAll>{});
       }
     };
     // A 128x256 tile's two immediate chunks (buffers 0 and 1) are staged together (n = 2): one
@@ -389,37 +405,51 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       };
       int kt = unit.kb;
       const int kt_end = unit.ke;
-      if (pending) {
-        // The previous tile's deferred chunks, spread evenly over this unit's main loop (after it
-        // when K is short). A chunk is staged once the store that last read its buffer is done; on
-        // a 128x256 tile that is chunk j - 2's store, issued in the previous tile's own epilogue.
-        // Until session 20 the chunks went under k-tiles 0 and 1, where chunk 2 waited for chunk
-        // 0's store while every block stored C at once. Spread (H100, session 20, device run 5):
-        // 8192x8192x1024 0.938 -> 0.948x torch.mm bf16 (0.935 -> 0.949 fp16), 8192x8192x2048
-        // 0.997 -> 1.009; issue 3's seven shapes 0.991 -> 0.994 bf16, 0.991 -> 0.998 fp16.
-        // The offload kernel spread them already, so that the activation warps are done with a
-        // buffer before it is needed again.
-        const int spread = (kt_end - kt) / (kChunks - kImmediate + 1);
-        for_each(make_int_sequence<kChunks - kImmediate>{}, [&](auto jc) {
-#pragma unroll 1  // unrolled, its copies held one more register: 2 bytes spilled (fp16, M-major A, row 2)
-          for (int g = 0; g < spread && kt + 1 < kt_end; ++g, ++kt) {
-            issue();
-            retire();
-          }
-          const bool issued = kt < kt_end;
-          if (issued) issue();
-          store_deferred(jc);
-          if (issued) {
-            retire();
-            ++kt;
-          }
-        });
-        pending = false;
-      }
+      // The previous tile's deferred C work runs in this unit's main loop, each event between
+      // issuing a k-tile's WGMMAs and waiting for them, spread evenly over the k-tiles (several at
+      // the last k-tile when K is short). Events: with a late pair (GemmParams::late_c), its fence
+      // and TMA stores first; then the deferred chunks' staging and stores (a chunk is staged once
+      // the store that last read its buffer is done: chunk j - 2's); with a late pair, at the last
+      // k-tile, a wait until every store has read its buffer, so that the next epilogue writes
+      // buffers 0 and 1 without waiting. Until session 20 the chunks went under k-tiles 0 and 1,
+      // where chunk 2 waited for chunk 0's store while every block stored C at once. Spread (H100,
+      // session 20, device run 5): 8192x8192x1024 0.938 -> 0.948x torch.mm bf16 (0.935 -> 0.949
+      // fp16), 8192x8192x2048 0.997 -> 1.009; issue 3's seven shapes 0.991 -> 0.994 bf16, 0.991
+      // -> 0.998 fp16. One loop issues every k-tile: with a call site per event, ptxas stopped
+      // inlining issue() and put the accumulators in local memory.
+      constexpr int kDeferred = kChunks - kImmediate;
+      constexpr int kLead = kPairImmediate ? 1 : 0;  // event 0: the late pair's stores; last: the wait
+      constexpr int kEvents = kLead + kDeferred + kLead;
+      const bool lead = kLead && deferred == 2;
+      int ev = lead ? 0 : kLead;  // the next event
+      const int ev_end = deferred == 0 ? 0 : lead ? kEvents : kLead + kDeferred;
+      // Event i at k-tile unit.kb + (i + 1) (spread + 1) - 1; every one left at the last k-tile
+      // (the final wait is always left: it falls past the last). Constant divisors, and one
+      // running position: a register or two fewer across the loop. (Session 21's form spilled 4-48
+      // bytes; session 22 freed the registers elsewhere: the shared storage's base and the
+      // cursor's 64-bit divisions, above.)
+      const int spread = lead ? (kt_end - kt) / (kDeferred + 2) : (kt_end - kt) / (kDeferred + 1);
+      int next_at = kt + spread;
       for (; kt < kt_end; ++kt) {
         issue();
+#pragma unroll 1
+        for (; ev < ev_end && (kt >= next_at || kt + 1 == kt_end); ++ev, next_at += spread + 1) {
+          for_each(make_int_sequence<kEvents>{}, [&](auto ec) {
+            constexpr int e = decltype(ec)::value;
+            if (ev != e) return;
+            if constexpr (kLead && e == 0) {
+              stage_chunks(Int<0>{}, Int<2>{}, Int<kStoreOnly>{});
+            } else if constexpr (kLead && e == kEvents - 1) {
+              if (leader) tma_store_wait<0>();
+              cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+            } else {
+              store_deferred(Int<e - kLead>{});
+            }
+          });
+        }
         retire();
       }
+      deferred = 0;
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       trace(kTrMainDone, units++);
@@ -504,7 +534,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
           if (j < kImmediate || !defer_tile) {
             if constexpr (kPairImmediate && j < 2) {
-              if constexpr (j == 1) stage_chunks(Int<0>{}, Int<2>{});  // chunks 0 and 1, once both are converted
+              if constexpr (j == 1) {  // chunks 0 and 1, once both are converted
+                if (p.late_c && defer_tile) {
+                  // Late pair: written to buffers 0 and 1 and left there; the next unit's main loop
+                  // fences and stores them. The buffers are free: the first unit's are fresh, and
+                  // every other unit follows a deferring tile, whose last k-tile waited until its
+                  // stores had read them (above). The tensor cores idle only for this stmatrix.
+                  stage_chunks(Int<0>{}, Int<2>{}, Int<kWriteOnly>{});
+                } else {
+                  stage_chunks(Int<0>{}, Int<2>{}, Int<kStageAll>{});
+                }
+              }
             } else {
               store_chunk(jc);
             }
@@ -516,7 +556,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           store_direct(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
         }
       });
-      pending = defer_tile;
+      deferred = !defer_tile ? 0 : kPairImmediate && p.late_c ? 2 : 1;
       trace(kTrEpilogueDone, units - 1);
     }
     // (Nothing is pending here: a block's last unit stores its own C.)
