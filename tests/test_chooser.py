@@ -5,7 +5,7 @@ these picks must change this table too, with the measurement behind it. Host com
 from host_cpp import build_and_run, needs_cxx
 
 # (M, N, K): (config row, K slices). Rows: 0 128x256, 1 128x128, 2 128x256 in 2x1 clusters,
-# 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer.
+# 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192.
 PICKS = {
     (1024, 1024, 1024): (4, 1),     # short K, 128x128 tiles fill at most half the SMs (session 6)
     (2048, 2048, 2048): (0, 1),     # about one wave of 128x256 tiles
@@ -25,13 +25,36 @@ PICKS = {
     (512, 1024, 8192): (1, 4),      # few tiles, long K: split-K (session 4)
     (256, 7168, 2048): (1, 1),
     (574, 574, 574): (4, 1),
-    (2050, 2050, 2050): (2, 1),     # past one wave of 128x256 tiles (session 7)
+    (2050, 2050, 2050): (7, 1),     # past one wave of 128x256 tiles (session 7); 128x192 88.6 us, cluster 89.5 (session 22)
     (4097, 4095, 4103): (2, 1),
     (8192, 8192, 8191): (2, 1),
     (256, 256, 256): (5, 1),        # at most four 128x128 tiles, K too short to split (session 17)
     (81920, 256, 256): (1, 1),      # K <= 256 with two waves or more (session 7)
     (256, 256, 8192): (3, 4),       # four 128x128 tiles, K long enough to split: not row 5
     (100, 200, 300): (5, 1),
+    # Session 22 (device runs 6-7, bf16, us: chosen row against the other of rows 2 and 7): the
+    # 128x192 tile where the cluster row's last wave is short and its own waves are full
+    # (sm90::tile192_pays) ...
+    (3072, 3072, 3072): (7, 1),     # 92.2 against 112.1 (0.97x torch.mm against 0.80x)
+    (3072, 3072, 4096): (7, 1),     # 117.6 against 136.8
+    (1536, 6144, 4096): (7, 1),     # 121.3 against 142.1
+    (2304, 2304, 2304): (7, 1),     # 41.7 against 53.5
+    (2048, 2560, 2048): (7, 1),     # 40.4 against 47.5
+    (3072, 2048, 2048): (7, 1),     # 42.3 against 51.4
+    (2048, 3072, 4096): (7, 1),     # 79.8 against 99.7
+    # ... and the cluster row where both fill their waves.
+    (2816, 2816, 2816): (2, 1),     # 70.4 against 80.6
+    (3328, 3328, 3328): (2, 1),     # 121.1 against 131.2
+    (4608, 4608, 4608): (2, 1),     # 294.9 against 322.3
+    (2560, 4096, 4096): (2, 1),     # 149.9 against 162.5
+    (2560, 2560, 2560): (2, 1),     # 59.6 against 67.9
+    (5120, 5120, 5120): (2, 1),     # 416.0 against 464.6
+    (6144, 6144, 6144): (2, 1),     # 703.2 against 750.9
+    (3584, 3584, 3584): (2, 1),     # 136.6 against 174.9
+    (3072, 8192, 3072): (2, 1),     # 238.2 against 251.2
+    (4096, 3072, 4096): (2, 1),     # 157.8 against 160.4
+    (2048, 8192, 2048): (2, 1),     # 108.5 against 124.6
+    (2048, 6144, 2048): (2, 1),     # 82.5 against 84.8
 }
 
 

@@ -23,6 +23,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 4 */ {64, 128, 64, 8, 1, 1, "64x128x64_s8_c1"},       // one consumer: 64-row tiles, twice row 1's tiles
     /* 5 */ {64, 64, 64, 12, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
     /* 6 */ {128, 16, 64, 11, 1, 1, "128x16x64_s11_c1"},     // decode, operands swapped: 128 of N x 16 of M
+    /* 7 */ {128, 192, 64, 5, 2, 1, "128x192x64_s5_c2"},     // 2 x (64x192): fills the waves where row 0's leave a short last one
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the
@@ -144,11 +145,26 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
 // short to split) take row 5, whose 64x64 tiles make four times the blocks of row 3: 256^3 bf16
 // 2.8 us against 3.6 us (0.99x torch.mm against 0.76x). Measured with PDL on, as every call
 // launches unless it copies operands or CUTE_GEMM_PDL=0.
+// Session 22 (device run 6, bf16, us): row 7's 128x192 tiles where the 2x1 cluster row's last
+// wave is short and row 7's waves are full: 3072^3 106.2 -> 88.6 (0.80x -> 0.95x torch.mm),
+// 3072x3072x4096 136.8 -> 117.6 (0.84x -> 0.98x), 1536x6144x4096 141.3 -> 121.5 (0.83x ->
+// 0.97x): 144 cluster tiles on 66 clusters are 2.2 waves (three), 384 tiles of 128x192 on 132
+// SMs 2.9. Where both fill their waves the 128x256 cluster tile is faster (4096^3 207.9 against
+// 246.2, 6144^3 703 against 751, 5120^3 416 against 465). The model: a wave of row 7 costs 3/4 of
+// one of row 2 at 95 % of its throughput, and row 7 must win by more than 10 % (row 2's stream-K
+// tail recovers part of a short last wave: 5120^3's 6.06 waves). tests/test_chooser.py.
+inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
+  const long long rows = (m + 127) / 128, clusters = num_sms / 2;
+  const long long waves2 = ((rows + 1) / 2 * ((n + 255) / 256) * batch + clusters - 1) / clusters;
+  const long long waves7 = (rows * ((n + 191) / 192) * batch + num_sms - 1) / num_sms;
+  return 877 * waves7 < 1000 * waves2;
+}
+
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
   if (k <= 256 && tiles256 >= 2LL * num_sms) return 1;
-  if (tiles256 > num_sms) return 2;
+  if (tiles256 > num_sms) return num_sms >= 2 && tile192_pays(m, n, batch, num_sms) ? 7 : 2;
   if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
   const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
   if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) return 5;
