@@ -143,12 +143,12 @@ CUTE_DEVICE void activate_chunk(V& v) {
   for (int i = 0; i < cute::size(v); ++i) v(i) = activate<A>(v(i));
 }
 
-// A 16-bit bias (x_ldm == 0, x_ldn == 1, a 4-byte aligned base: the host makes it so) in
-// registers: when a tile's epilogue starts, lane L of every warp loads columns (2L, 2L + 1) of
-// each 64-column chunk of the tile as one 32-bit pair, all chunks at once (one load latency per
-// tile), and the epilogue fetches each value's pair from its lane with a shuffle. (Loaded per
-// chunk and per value, the bias cost 25 % of the GEMM at 4096x14336x4096: the tensor cores
-// waited on each chunk's loads.)
+// A 16-bit bias (x_ldm == 0, x_ldn == 1, a 4-byte aligned base: the host makes it so) in registers:
+// when a tile's epilogue starts, lane L of every warp loads columns (2L, 2L + 1) of each chunk of
+// the tile (64 columns; of a 32-column chunk only lanes 0-15's pairs are used) as one 32-bit pair,
+// all chunks at once (one load latency per tile), and the epilogue fetches each value's pair from
+// its lane with a shuffle. (Loaded per chunk and per value, the bias cost 25 % of the GEMM at
+// 4096x14336x4096: the tensor cores waited on each chunk's loads.)
 template <class T>
 CUTE_DEVICE uint32_t load_bias_pair(const GemmParams& p, int col) {
   const T* bias = static_cast<const T*>(p.x);

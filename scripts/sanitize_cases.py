@@ -66,6 +66,14 @@ def main():
         # Split-K (sm90), unaligned C rows stored from the accumulators (no scratch buffer), TF32,
         # bmm with a shared weight.
         if family == "sm90":
+            # Several tiles per block on the 128x256 rows (the late C pair: two chunks written in
+            # one unit's epilogue, fenced and stored under the next unit's main loop) and on row 7
+            # (six chunks, all stored under the next main loop).
+            for config in ("0", "2", "7"):
+                os.environ["CUTE_GEMM_SM90_CONFIG"] = config
+                run_case(2100, 2400, 320, "nt", torch.bfloat16)
+            os.environ.pop("CUTE_GEMM_SM90_CONFIG")
+            cases += 3
             os.environ["CUTE_GEMM_SPLITS"] = "3"
             run_case(16, 1024, 2048, "nt", torch.bfloat16)  # M <= 16: the swapped decode path, split
             os.environ.pop("CUTE_GEMM_SPLITS")

@@ -123,7 +123,8 @@ def test_every_tile_config(family_config, layout, monkeypatch):
     family, index, _ = family_config
     use_family(monkeypatch, family)
     monkeypatch.setenv(f"CUTE_GEMM_{family.upper()}_CONFIG", str(index))
-    # 2048x1024: more tiles than SMs for every row, so blocks store several tiles in turn.
+    # 2048x1024: more tiles than SMs for rows 3-6, so blocks store several tiles in turn (the
+    # other rows: test_late_c_pair, test_row7_several_tiles).
     for (m, n, k), dtype in itertools.product([(300, 520, 200), (129, 257, 4104), (1024, 768, 512),
                                                (2048, 1024, 256)], DTYPES):
         check(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
@@ -132,7 +133,7 @@ def test_every_tile_config(family_config, layout, monkeypatch):
 SPLIT_SHAPES = [(16, 4096, 1024), (300, 520, 2056), (129, 257, 4104)]
 
 
-@pytest.mark.parametrize("config", [None, 2, 3], ids=["auto-tile", "cluster-tile", "128x64-tile"])
+@pytest.mark.parametrize("config", [None, 2, 3, 7], ids=["auto-tile", "cluster-tile", "128x64-tile", "128x192-tile"])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_split_k(splits, config, layout, monkeypatch):
@@ -228,7 +229,7 @@ def test_back_to_back_calls_with_pdl(graph, monkeypatch):
 # each tile in at most two pieces), over half a wave (pieces of about half a tile: up to three per
 # tile), the cluster tile, and K not a whole number of k-tiles.
 STREAM_K_CASES = [(3, 1100, 2100, 1000), (3, 1100, 2560, 1500), (0, 2100, 2200, 1000), (2, 2100, 4400, 720),
-                  (1, 1300, 2000, 777)]
+                  (1, 1300, 2000, 777), (7, 2100, 3100, 900)]
 
 
 @pytest.mark.parametrize("case", STREAM_K_CASES, ids=lambda c: "row{}-{}x{}x{}".format(*c))
@@ -256,7 +257,8 @@ def test_stream_k(case, layout, monkeypatch):
 # (config row or None for the chooser, M, N, K, stream-K): 128x256 tiles with several units per
 # block, so that a tile's first two C chunks are stored under the next unit's main loop: short K
 # (fewer k-tiles than store events), edges in M and N, the cluster tile, the stream-K tail.
-LATE_C_CASES = [(0, 2000, 2300, 64), (0, 1500, 2600, 1000), (2, 4100, 4100, 300), (None, 2500, 4000, 4100),
+# Every case has more tiles than a 132-SM GPU has blocks, so blocks store several tiles in turn.
+LATE_C_CASES = [(0, 2000, 2300, 64), (0, 1800, 2600, 1000), (2, 4100, 4100, 300), (None, 2500, 4000, 4100),
                 (2, 2100, 4400, 720, "sk")]
 
 
@@ -279,6 +281,23 @@ def test_late_c_pair(case, layout, monkeypatch):
             monkeypatch.setenv("CUTE_GEMM_LATE_C", late)
             got[late] = (check(a, b), cute_gemm.addmm(bias, a, b, activation="relu"))
         assert torch.equal(got["0"][0], got["1"][0]) and torch.equal(got["0"][1], got["1"][1])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_row7_several_tiles(layout, monkeypatch):
+    """Row 7 (128x192 tiles: six 32-column C chunks, all stored under the next unit's main loop)
+    with more tiles than a 132-SM GPU has blocks: NaN-poisoned outputs fully written and right,
+    plain and with a 16-bit bias and an activation (the bias pairs of 32-column chunks)."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "7")
+    for (m, n, k), dtype in itertools.product([(2100, 3100, 300), (1500, 2504, 64)], DTYPES):
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        check(a, b)
+        bias = torch.randn(n, device="cuda").to(dtype)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+        cute_gemm.addmm(bias, a, b, activation="relu", out=out)
+        ref = torch.relu(a.double() @ b.double() + bias.double())
+        assert not out.isnan().any() and rel_err(out, ref) <= REL_BOUND[dtype]
 
 
 def check_bias_gelu(m, n, k):

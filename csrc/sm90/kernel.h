@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
   RingState<kStages> ring;
   constexpr int kChunks = kBN / Tr::kChunkN;
-  Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,64,BUF)
+  Tensor sC = make_tensor(make_smem_ptr(smem.c), typename Tr::SmemLayoutC{});  // (BM,CHUNK_N,BUF)
   Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
   auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
   // TMA-store consumer c's 64-row slice of chunk j of tile t from staging buffer buf (one thread).
@@ -511,11 +511,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
 
-      // Epilogue, on this warpgroup's slice of rows, one chunk (64 columns, or row 6's 16) at a time: bias/C term,
-      // scaling and activation on the chunk's fp32 accumulators (addmm), then its stores. A
-      // compile-time loop: every index and coordinate is a constant, so the values stay in
-      // registers (a runtime chunk index would put the accumulators in local memory), and each
-      // chunk's registers are free once it is stored.
+      // Epilogue, on this warpgroup's slice of rows, one chunk (kChunkN columns: 64, row 7's 32, row 6's
+      // 16) at a time: bias/C term, scaling and activation on the chunk's fp32 accumulators (addmm), then
+      // its stores. A compile-time loop: every index and coordinate is a constant, so the values stay in
+      // registers (a runtime chunk index would put the accumulators in local memory), and each chunk's
+      // registers are free once it is stored.
       const bool math = !kOffload && p.epilogue_math();
       // Deferred only when this block has another unit to hide the stores under.
       const bool defer_tile = stage_c && cursor.has_next();
@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         constexpr int j = decltype(jc)::value;
         Tensor v = acc_chunks(_, j);
         const int ccol0 = col0 + j * Tr::kChunkN;
-        // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are 64 j columns further.
+        // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are kChunkN j columns further.
         if (__builtin_expect(math, 0)) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
         if (__builtin_expect(stage_c, 1)) {
           CUTE_UNROLL

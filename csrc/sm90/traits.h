@@ -77,18 +77,18 @@ struct KernelTraits {
                                       make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
-  // Epilogue. With 16-byte aligned C rows each consumer converts its 64-row slice in 64-column
+  // Epilogue. With 16-byte aligned C rows each consumer converts its 64-row slice in kChunkN-column
   // chunks into one of two 128-byte-swizzled staging buffers (conflict-free accumulator-pair
   // stores) and one thread TMA-stores the chunk asynchronously, so the conversion of the next
   // chunk and the next tile's main loop overlap the stores; TMA clips rows and columns past M and
-  // N. The staging stays small (2 x kBM x 64) so the operand ring can be deep. Otherwise every
+  // N. The staging stays small (2 x kBM x kChunkN) so the operand ring can be deep. Otherwise every
   // thread stores its accumulators to global memory itself, element by element, bounded.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
-  // One 128-byte swizzle row of 16-bit elements where the chunks pair up in the two buffers (kBN a
-  // multiple of 128); half of one for the 192-wide tile (six chunks: with three, a tile's last
-  // chunk and the next tile's first would share a buffer); a narrower tile (the swapped decode
-  // row, 16 columns) is one chunk of its own width, staged in the swizzle of that width.
-  static constexpr int kChunkN = kBN < 64 ? kBN : kBN % 128 == 0 ? 64 : 32;
+  // One 128-byte swizzle row of 16-bit elements (64 columns); half of one for the 192-wide tile
+  // (six chunks: with three, a tile's last chunk and the next tile's first would share a
+  // buffer); a narrower tile (the swapped decode row, 16 columns) is one chunk of its own width,
+  // staged in the swizzle of that width.
+  static constexpr int kChunkN = kBN < 64 ? kBN : kBN == 192 ? 32 : 64;
   static_assert(kChunkN == 64 || kChunkN == 32 || kChunkN == 16, "C chunks of 16, 32 or 64 columns");
   static_assert(kBN == kChunkN || kBN % (2 * kChunkN) == 0,
                 "one C chunk per tile, or an even number (two staging buffers)");
@@ -100,7 +100,7 @@ struct KernelTraits {
                                                           GMMA::Layout_K_SW32_Atom<CElement>>>;
   using SmemLayoutCChunk = decltype(tile_to_shape(SmemAtomC{}, make_shape(Int<kRowsPerConsumer>{}, Int<kChunkN>{})));
   using SmemLayoutC = decltype(tile_to_shape(SmemLayoutCChunk{},
-                                             make_shape(Int<kBM>{}, Int<kChunkN>{}, _2{})));  // (BM,64,BUF)
+                                             make_shape(Int<kBM>{}, Int<kChunkN>{}, _2{})));  // (BM,CHUNK_N,BUF)
   // The same WGMMA shape with N = 64: its per-thread C partition of one chunk lists the same
   // values in the same order as a 64-column slice of TiledMma's accumulators. stmatrix writes a
   // warp's 8x8 blocks of that partition, 16 bytes per thread per instruction.
