@@ -154,9 +154,10 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
 // one of row 2 at 95 % of its throughput, and row 7 must win by more than 10 % (row 2's stream-K
 // tail recovers part of a short last wave: 5120^3's 6.06 waves). tests/test_chooser.py.
 inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
-  const long long rows = (m + 127) / 128, clusters = num_sms / 2;
-  const long long waves2 = ((rows + 1) / 2 * ((n + 255) / 256) * batch + clusters - 1) / clusters;
-  const long long waves7 = (rows * ((n + 191) / 192) * batch + num_sms - 1) / num_sms;
+  const TileConfig &c2 = kConfigs[2], &c7 = kConfigs[7];
+  const long long clusters = num_sms / c2.cluster_m;
+  const long long waves2 = (block_tiles(m, n, c2) / c2.cluster_m * batch + clusters - 1) / clusters;
+  const long long waves7 = (tile_count(m, n, c7.bm, c7.bn) * batch + num_sms - 1) / num_sms;
   return 877 * waves7 < 1000 * waves2;
 }
 

@@ -84,11 +84,12 @@ struct KernelTraits {
   // N. The staging stays small (2 x kBM x kChunkN) so the operand ring can be deep. Otherwise every
   // thread stores its accumulators to global memory itself, element by element, bounded.
   static constexpr int kRowsPerConsumer = kBM / kConsumers;
-  // One 128-byte swizzle row of 16-bit elements (64 columns); half of one for the 192-wide tile
-  // (six chunks: with three, a tile's last chunk and the next tile's first would share a
-  // buffer); a narrower tile (the swapped decode row, 16 columns) is one chunk of its own width,
-  // staged in the swizzle of that width.
-  static constexpr int kChunkN = kBN < 64 ? kBN : kBN == 192 ? 32 : 64;
+  // One 128-byte swizzle row of 16-bit elements (64 columns) where that gives one chunk or an even
+  // number (the two staging buffers alternate across tiles); half of one otherwise (192 columns:
+  // six chunks; with three, a tile's last chunk and the next tile's first would share a buffer);
+  // a narrower tile (the swapped decode row, 16 columns) is one chunk of its own width, staged in
+  // the swizzle of that width.
+  static constexpr int kChunkN = kBN < 64 ? kBN : kBN == 64 || kBN % 128 == 0 ? 64 : 32;
   static_assert(kChunkN == 64 || kChunkN == 32 || kChunkN == 16, "C chunks of 16, 32 or 64 columns");
   static_assert(kBN == kChunkN || kBN % (2 * kChunkN) == 0,
                 "one C chunk per tile, or an even number (two staging buffers)");
