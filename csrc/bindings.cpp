@@ -1,6 +1,8 @@
 // Operator schema and implementations. The module is a plain CPython extension with no Python
 // functions of its own: importing cute_gemm._C runs the static registrations below.
 #include <Python.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
 #include <torch/library.h>
 
 #include "gemm.h"
@@ -43,3 +45,131 @@ CUTE_GEMM_IMPLS(SparseCPU)
 CUTE_GEMM_IMPLS(SparseCUDA)
 CUTE_GEMM_IMPLS(SparseCsrCPU)
 CUTE_GEMM_IMPLS(SparseCsrCUDA)
+
+// Autograd, in C++: a call that needs no gradient goes straight to the kernel. The formulas
+// registered from Python (torch.library.register_autograd, until session 23) put a Python function
+// in front of every call: 9-11 us of host time per call at 256^3 on the H100's host.
+// mm, bmm: dA = dC B^T, dB = A^T dC on transposed views that the kernels read in place, each only
+// where needed, the gradient cast to the inputs' dtype first (an fp32 out_dtype of 16-bit inputs).
+// addmm: dZ = dOut act'(z) (relu's from the saved output; gelu, gelu_tanh and silu from z
+// recomputed in fp32 by one more addmm rather than kept from forward), then d input = beta dZ
+// summed to input's shape, dA = alpha dZ B^T, dB = alpha A^T dZ.
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using GemmOp = at::Tensor(const at::Tensor&, const at::Tensor&, std::optional<at::ScalarType>);
+using AddmmOp = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
+                           std::optional<c10::string_view>, std::optional<at::ScalarType>);
+
+// The ops through the dispatcher (tracing and fake tensors see the ops themselves).
+template <bool kBatched>
+at::Tensor call_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow(kBatched ? "cute_gemm::bmm" : "cute_gemm::mm", "")
+                             .typed<GemmOp>();
+  return op.call(a, b, out_dtype);
+}
+at::Tensor call_addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta, double alpha,
+                      std::optional<c10::string_view> activation, std::optional<at::ScalarType> out_dtype) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("cute_gemm::addmm", "").typed<AddmmOp>();
+  return op.call(input, a, b, beta, alpha, activation, out_dtype);
+}
+
+template <bool kBatched>
+struct GemmFunction : torch::autograd::Function<GemmFunction<kBatched>> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            std::optional<at::ScalarType> out_dtype) {
+    ctx->save_for_backward({a, b});
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_gemm<kBatched>(a, b, out_dtype);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &a = saved[0], &b = saved[1];
+    const at::Tensor grad = grads[0].to(a.scalar_type());
+    at::Tensor grad_a, grad_b;
+    if (ctx->needs_input_grad(0)) grad_a = call_gemm<kBatched>(grad, b.transpose(-2, -1), std::nullopt);
+    if (ctx->needs_input_grad(1)) grad_b = call_gemm<kBatched>(a.transpose(-2, -1), grad, std::nullopt);
+    return {grad_a, grad_b, at::Tensor()};
+  }
+};
+
+template <bool kBatched>
+at::Tensor gemm_autograd(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype) {
+  if (!at::GradMode::is_enabled() || !(a.requires_grad() || b.requires_grad())) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_gemm<kBatched>(a, b, out_dtype);
+  }
+  return GemmFunction<kBatched>::apply(a, b, out_dtype);
+}
+
+struct AddmmFunction : torch::autograd::Function<AddmmFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                            double beta, double alpha, std::optional<c10::string_view> activation,
+                            std::optional<at::ScalarType> out_dtype) {
+    const std::string act = activation.has_value() ? std::string(activation->data(), activation->size()) : "";
+    ctx->saved_data["beta"] = beta;
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["activation"] = act;
+    ctx->saved_data["input_shape"] = input.sizes().vec();
+    ctx->saved_data["input_dtype"] = input.scalar_type();
+    at::Tensor out;
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      out = call_addmm(input, a, b, beta, alpha, activation, out_dtype);
+    }
+    const bool recompute = !act.empty() && act != "relu";
+    ctx->save_for_backward({recompute ? input : at::Tensor(), a, b, act == "relu" ? out : at::Tensor()});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &input = saved[0], &a = saved[1], &b = saved[2], &out = saved[3];
+    const double beta = ctx->saved_data["beta"].toDouble(), alpha = ctx->saved_data["alpha"].toDouble();
+    const std::string act = ctx->saved_data["activation"].toStringRef();
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_z;
+    if (act.empty()) {
+      grad_z = grad;
+    } else if (act == "relu") {
+      grad_z = at::threshold_backward(grad, out, 0);
+    } else {
+      // z in float32 straight from the accumulators, the derivative in float32.
+      const at::Tensor z = call_addmm(input, a, b, beta, alpha, std::nullopt, at::kFloat);
+      grad_z = act == "silu" ? at::silu_backward(grad.to(at::kFloat), z)
+                             : at::gelu_backward(grad.to(at::kFloat), z, act == "gelu_tanh" ? "tanh" : "none");
+    }
+    at::Tensor grad_input, grad_a, grad_b;
+    if (ctx->needs_input_grad(0)) {
+      // A broadcast input gets the sum over the dimensions it was broadcast along.
+      grad_input = grad_z.sum_to_size(ctx->saved_data["input_shape"].toIntVector());
+      if (beta != 1) grad_input = grad_input.mul(beta);
+      grad_input = grad_input.to(ctx->saved_data["input_dtype"].toScalarType());
+    }
+    if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
+      const at::Tensor g = (alpha == 1 ? grad_z : grad_z.mul(alpha)).to(a.scalar_type());
+      if (ctx->needs_input_grad(1)) grad_a = call_gemm<false>(g, b.t(), std::nullopt);
+      if (ctx->needs_input_grad(2)) grad_b = call_gemm<false>(a.t(), g, std::nullopt);
+    }
+    return {grad_input, grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor addmm_autograd(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                          double alpha, std::optional<c10::string_view> activation,
+                          std::optional<at::ScalarType> out_dtype) {
+  if (!at::GradMode::is_enabled() || !(input.requires_grad() || a.requires_grad() || b.requires_grad())) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_addmm(input, a, b, beta, alpha, activation, out_dtype);
+  }
+  return AddmmFunction::apply(input, a, b, beta, alpha, activation, out_dtype);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
+  m.impl("mm", &gemm_autograd<false>);
+  m.impl("bmm", &gemm_autograd<true>);
+  m.impl("addmm", &addmm_autograd);
+}

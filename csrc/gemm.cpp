@@ -11,11 +11,16 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include <unistd.h>
+
+extern char** environ;  // POSIX: the process environment (KnobSnapshot)
 
 #include "autotune.h"
 #include "counters.h"
@@ -188,9 +193,50 @@ const std::string& config_tables_id() {
   return id;
 }
 
+// The CUTE_GEMM_* knobs of one call (gemm_into holds one): a single pass over the environment
+// collects them, and each knob is looked up among those few. A getenv per knob scanned the whole
+// environment about fifteen times per call (host cost, issue 5's 256^3 target). Outside such a
+// scope, or with more knobs set than it holds, knob() is getenv.
+class KnobSnapshot {
+ public:
+  KnobSnapshot() : prev_(current_) {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      if (std::strncmp(*e, "CUTE_GEMM_", 10) != 0) continue;
+      if (count_ == kMax) {
+        overflow_ = true;
+        break;
+      }
+      entries_[count_++] = *e;
+    }
+    current_ = this;
+  }
+  ~KnobSnapshot() { current_ = prev_; }
+  KnobSnapshot(const KnobSnapshot&) = delete;
+  KnobSnapshot& operator=(const KnobSnapshot&) = delete;
+
+  static const char* get(const char* name) {
+    const KnobSnapshot* k = current_;
+    if (k == nullptr || k->overflow_) return std::getenv(name);
+    const size_t n = std::strlen(name);
+    for (int i = 0; i < k->count_; ++i) {
+      if (std::strncmp(k->entries_[i], name, n) == 0 && k->entries_[i][n] == '=') return k->entries_[i] + n + 1;
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr int kMax = 32;
+  static thread_local const KnobSnapshot* current_;
+  const char* entries_[kMax];  // "CUTE_GEMM_NAME=value", as the environment holds them
+  int count_ = 0;
+  bool overflow_ = false;
+  const KnobSnapshot* prev_;
+};
+thread_local const KnobSnapshot* KnobSnapshot::current_ = nullptr;
+
 // An integer knob from the environment (benchmarks and tests pin choices with these), or -1.
 int env_int(const char* name, int lo, int hi) {
-  const char* env = std::getenv(name);
+  const char* env = KnobSnapshot::get(name);
   if (env == nullptr || *env == '\0') return -1;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
@@ -207,7 +253,7 @@ constexpr bool kBuiltForSm90a = false;
 
 // CUTE_GEMM_FAMILY=auto|sm80|sm90 (tests, benchmarks), "" when unset.
 std::string forced_family() {
-  const char* env = std::getenv("CUTE_GEMM_FAMILY");
+  const char* env = KnobSnapshot::get("CUTE_GEMM_FAMILY");
   return env == nullptr ? "" : env;
 }
 
@@ -352,6 +398,7 @@ bool c_in_place(const at::Tensor& c3) {
 void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3) {
   const int64_t L = a3.size(0), M = a3.size(1), K = a3.size(2), N = b3.size(2);
   if (L == 0 || M == 0 || N == 0) return;
+  const KnobSnapshot knobs;
   const c10::cuda::CUDAGuard guard(a3.device());
   // float32 inputs run the TF32 kernels where torch allows TF32 for matmuls
   // (torch.backends.cuda.matmul.allow_tf32), else torch's own fp32 matmul; K = 0: an empty sum.
@@ -522,7 +569,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
 #if defined(CUTE_GEMM_TRACE)
   // A trace build (scripts/trace_phases.py): the device address of the buffer the SM90 kernel
   // records its phases into (sm90/trace.h), or unset.
-  if (const char* buf = std::getenv("CUTE_GEMM_TRACE_BUF"); buf != nullptr && *buf != '\0') {
+  if (const char* buf = KnobSnapshot::get("CUTE_GEMM_TRACE_BUF"); buf != nullptr && *buf != '\0') {
     p.trace = reinterpret_cast<unsigned long long*>(std::strtoull(buf, nullptr, 10));
   }
 #endif

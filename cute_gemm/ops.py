@@ -234,83 +234,10 @@ def _bmm_out_fake(a, b, *, out_dtype=None, out):
 
 
 # ---------------------------------------------------------------------------------- autograd
-# The functional overloads only (out= overloads are not differentiable, as in torch). Gradients
-# are GEMMs of the same library: a transposed view (b.t(), a.mT) is read in place by the kernels,
-# so dA = dC @ B^T and dB = A^T @ dC need no copies. torch calls setup_context with the
-# keyword-only arguments (defaults filled in) as keyword_only_inputs.
-
-def _mm_setup_context(ctx, inputs, keyword_only_inputs, output):
-    ctx.save_for_backward(*inputs)
-
-
-def _mm_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    grad = grad.to(a.dtype)  # out_dtype=float32 of 16-bit inputs: the GEMMs take a's dtype
-    need_a, need_b = ctx.needs_input_grad
-    grad_a = torch.ops.cute_gemm.mm.default(grad, b.t()) if need_a else None
-    grad_b = torch.ops.cute_gemm.mm.default(a.t(), grad) if need_b else None
-    return grad_a, grad_b
-
-
-def _bmm_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    grad = grad.to(a.dtype)
-    need_a, need_b = ctx.needs_input_grad
-    grad_a = torch.ops.cute_gemm.bmm.default(grad, b.mT) if need_a else None
-    grad_b = torch.ops.cute_gemm.bmm.default(a.mT, grad) if need_b else None
-    return grad_a, grad_b
-
-
-def _addmm_setup_context(ctx, inputs, keyword_only_inputs, output):
-    input, a, b = inputs
-    ctx.beta = keyword_only_inputs["beta"]
-    ctx.alpha = keyword_only_inputs["alpha"]
-    ctx.activation = keyword_only_inputs["activation"]
-    ctx.input_shape, ctx.input_dtype = input.shape, input.dtype
-    # relu's derivative is read off its output (out > 0 exactly where z > 0); the smooth
-    # activations need z itself, recomputed in backward rather than kept from forward.
-    recompute = ctx.activation not in (None, "relu")
-    ctx.save_for_backward(input if recompute else None, a, b, output if ctx.activation == "relu" else None)
-
-
-def _addmm_backward(ctx, grad):
-    input, a, b, output = ctx.saved_tensors
-    activation, beta, alpha = ctx.activation, ctx.beta, ctx.alpha
-    if activation is None:
-        grad_z = grad
-    elif activation == "relu":
-        grad_z = torch.ops.aten.threshold_backward.default(grad, output, 0)
-    else:
-        # z in float32 straight from the accumulators, the derivative in float32.
-        z = torch.ops.cute_gemm.addmm.default(input, a, b, beta=beta, alpha=alpha, activation=None,
-                                              out_dtype=torch.float32)
-        if activation == "silu":
-            grad_z = torch.ops.aten.silu_backward.default(grad.float(), z)
-        else:
-            approximate = "tanh" if activation == "gelu_tanh" else "none"
-            grad_z = torch.ops.aten.gelu_backward.default(grad.float(), z, approximate=approximate)
-
-    need_input, need_a, need_b = ctx.needs_input_grad
-    grad_input = grad_a = grad_b = None
-    if need_input:
-        # A broadcast input gets the sum over the dimensions it was broadcast along.
-        grad_input = grad_z.sum_to_size(ctx.input_shape)
-        if beta != 1:
-            grad_input = grad_input * beta
-        grad_input = grad_input.to(ctx.input_dtype)
-    if need_a or need_b:
-        g = grad_z if alpha == 1 else grad_z * alpha
-        g = g.to(a.dtype)
-        if need_a:
-            grad_a = torch.ops.cute_gemm.mm.default(g, b.t())
-        if need_b:
-            grad_b = torch.ops.cute_gemm.mm.default(a.t(), g)
-    return grad_input, grad_a, grad_b
-
-
-torch.library.register_autograd("cute_gemm::mm", _mm_backward, setup_context=_mm_setup_context)
-torch.library.register_autograd("cute_gemm::bmm", _bmm_backward, setup_context=_mm_setup_context)
-torch.library.register_autograd("cute_gemm::addmm", _addmm_backward, setup_context=_addmm_setup_context)
+# The functional overloads only (out= overloads are not differentiable, as in torch): the formulas
+# are registered in C++ (csrc/bindings.cpp), where a call that needs no gradient skips them.
+# Gradients are GEMMs of the same library: a transposed view (b.t(), a.mT) is read in place by
+# the kernels, so dA = dC @ B^T and dB = A^T @ dC need no copies.
 
 
 # ---------------------------------------------------------------------------- functionalization
