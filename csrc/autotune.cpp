@@ -133,11 +133,6 @@ FileEntries& loaded(const std::string& path) {  // with cache_mutex() held
 
 }  // namespace
 
-bool enabled() {
-  const char* env = std::getenv("CUTE_GEMM_AUTOTUNE");
-  return env != nullptr && std::string(env) == "1";
-}
-
 std::string cache_path(const std::string& gpu_name, const std::string& tables) {
   fs::path dir;
   if (const char* d = std::getenv("CUTE_GEMM_CACHE_DIR"); d != nullptr && *d != '\0') {

@@ -112,7 +112,7 @@ struct AddmmFunction : torch::autograd::Function<AddmmFunction> {
     ctx->saved_data["beta"] = beta;
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["activation"] = act;
-    ctx->saved_data["input_shape"] = input.sizes().vec();
+    ctx->saved_data["input_shape"] = input.sym_sizes().vec();  // symbolic under torch.compile: no recompile per M
     ctx->saved_data["input_dtype"] = input.scalar_type();
     at::Tensor out;
     {
@@ -143,7 +143,7 @@ struct AddmmFunction : torch::autograd::Function<AddmmFunction> {
     at::Tensor grad_input, grad_a, grad_b;
     if (ctx->needs_input_grad(0)) {
       // A broadcast input gets the sum over the dimensions it was broadcast along.
-      grad_input = grad_z.sum_to_size(ctx->saved_data["input_shape"].toIntVector());
+      grad_input = grad_z.sum_to_size_symint(ctx->saved_data["input_shape"].toSymIntVector());
       if (beta != 1) grad_input = grad_input.mul(beta);
       grad_input = grad_input.to(ctx->saved_data["input_dtype"].toScalarType());
     }

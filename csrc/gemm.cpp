@@ -196,7 +196,7 @@ const std::string& config_tables_id() {
 // The CUTE_GEMM_* knobs of one call (gemm_into holds one): a single pass over the environment
 // collects them, and each knob is looked up among those few. A getenv per knob scanned the whole
 // environment about fifteen times per call (host cost, issue 5's 256^3 target). Outside such a
-// scope, or with more knobs set than it holds, knob() is getenv.
+// scope, or with more knobs set than it holds, get() is getenv.
 class KnobSnapshot {
  public:
   KnobSnapshot() : prev_(current_) {
@@ -233,6 +233,12 @@ class KnobSnapshot {
   const KnobSnapshot* prev_;
 };
 thread_local const KnobSnapshot* KnobSnapshot::current_ = nullptr;
+
+// CUTE_GEMM_AUTOTUNE=1 (autotune.h's rule, read through this call's knobs).
+bool autotune_on() {
+  const char* env = KnobSnapshot::get("CUTE_GEMM_AUTOTUNE");
+  return env != nullptr && std::string(env) == "1";
+}
 
 // An integer knob from the environment (benchmarks and tests pin choices with these), or -1.
 int env_int(const char* name, int lo, int hi) {
@@ -697,7 +703,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
   }
-  if (!tf32 && !narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune::enabled()) {
+  if (!tf32 && !narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune_on()) {
     // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
     // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h); a
     // cached choice this build or problem cannot run is ignored and tuned again. Not

@@ -1,6 +1,6 @@
 """The Python face of the operators registered by csrc/bindings.cpp, and what makes them
-first-class PyTorch ops: fake (meta) implementations for torch.compile and meta tensors, and
-autograd formulas built from the same ops.
+first-class PyTorch ops: fake (meta) implementations for torch.compile and meta tensors, and the
+out= overloads' functionalization (their autograd formulas are C++, in csrc/bindings.cpp).
 
 Argument rules live in one place, the C++ ops (csrc/gemm.cpp), so torch.ops.cute_gemm.* and the
 functions here refuse the same inputs with the same messages. The fake implementations repeat

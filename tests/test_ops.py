@@ -709,6 +709,34 @@ def test_compiled_mlp_matches_eager():
 
 
 @gpu
+def test_compiled_training_with_dynamic_shapes_compiles_once():
+    """Training through torch.compile(dynamic=True) with inputs whose shapes follow M (a full C
+    term and an (M, 1) column of addmm, mm, bmm): one graph for several M, and the gradients of
+    eager. The C++ autograd keeps input's shape symbolic (concrete sizes recompiled per M)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    dtype = torch.bfloat16  # randn's
+
+    def step(c, col, a, b, a3, b3):
+        y = cute_gemm.addmm(c, a, b, activation="gelu") + cute_gemm.addmm(col, a, b) + cute_gemm.mm(a, b)
+        return y.float().sum() + cute_gemm.bmm(a3, b3).float().sum()
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(step, backend=counter, dynamic=True)
+    for m in (64, 96, 160):
+        args = [randn(m, 48), randn(m, 1), randn(m, 128), randn(128, 48), randn(2, m, 32), randn(2, 32, 40)]
+        grads = []
+        for fn in (step, compiled):
+            leaves = [x.detach().clone().requires_grad_() for x in args]
+            fn(*leaves).backward()
+            grads.append([x.grad for x in leaves])
+        for g, g_c in zip(*grads):
+            assert g_c.shape == g.shape and rel_err(g_c, g.double()) <= REL_BOUND[dtype]
+    assert counter.frame_count == 1, counter.frame_count
+
+
+@gpu
 def test_ops_run_on_the_current_stream():
     """The inputs are written on a side stream after a long sleep; an op launched anywhere but
     that stream would read the old values."""
