@@ -5,6 +5,9 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <tuple>
+#include <utility>
+
 #include "gemm.h"
 
 extern "C" {
@@ -76,6 +79,17 @@ at::Tensor call_addmm(const at::Tensor& input, const at::Tensor& a, const at::Te
   return op.call(input, a, b, beta, alpha, activation, out_dtype);
 }
 
+// The operands' gradients, each where edge `first` (a) or `first` + 1 (b) needs one: dA = g B^T,
+// dB = A^T g, g already in the operands' dtype.
+template <bool kBatched>
+std::pair<at::Tensor, at::Tensor> operand_grads(AutogradContext* ctx, size_t first, const at::Tensor& g,
+                                                const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor grad_a, grad_b;
+  if (ctx->needs_input_grad(first)) grad_a = call_gemm<kBatched>(g, b.transpose(-2, -1), std::nullopt);
+  if (ctx->needs_input_grad(first + 1)) grad_b = call_gemm<kBatched>(a.transpose(-2, -1), g, std::nullopt);
+  return {grad_a, grad_b};
+}
+
 template <bool kBatched>
 struct GemmFunction : torch::autograd::Function<GemmFunction<kBatched>> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
@@ -87,10 +101,7 @@ struct GemmFunction : torch::autograd::Function<GemmFunction<kBatched>> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &a = saved[0], &b = saved[1];
-    const at::Tensor grad = grads[0].to(a.scalar_type());
-    at::Tensor grad_a, grad_b;
-    if (ctx->needs_input_grad(0)) grad_a = call_gemm<kBatched>(grad, b.transpose(-2, -1), std::nullopt);
-    if (ctx->needs_input_grad(1)) grad_b = call_gemm<kBatched>(a.transpose(-2, -1), grad, std::nullopt);
+    auto [grad_a, grad_b] = operand_grads<kBatched>(ctx, 0, grads[0].to(a.scalar_type()), a, b);
     return {grad_a, grad_b, at::Tensor()};
   }
 };
@@ -148,9 +159,8 @@ struct AddmmFunction : torch::autograd::Function<AddmmFunction> {
       grad_input = grad_input.to(ctx->saved_data["input_dtype"].toScalarType());
     }
     if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
-      const at::Tensor g = (alpha == 1 ? grad_z : grad_z.mul(alpha)).to(a.scalar_type());
-      if (ctx->needs_input_grad(1)) grad_a = call_gemm<false>(g, b.t(), std::nullopt);
-      if (ctx->needs_input_grad(2)) grad_b = call_gemm<false>(a.t(), g, std::nullopt);
+      std::tie(grad_a, grad_b) =
+          operand_grads<false>(ctx, 1, (alpha == 1 ? grad_z : grad_z.mul(alpha)).to(a.scalar_type()), a, b);
     }
     return {grad_input, grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
