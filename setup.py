@@ -62,7 +62,7 @@ nvcc_flags = common + [
 if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE"):
     nvcc_flags.append("-Xptxas=-v")
 
-sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/autotune.cpp", "csrc/counters.cu"] + sorted(
+sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")
 )
 

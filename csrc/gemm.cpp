@@ -25,6 +25,7 @@ extern char** environ;  // POSIX: the process environment (KnobSnapshot)
 #include "autotune.h"
 #include "counters.h"
 #include "gemm_params.h"
+#include "row_copy.h"
 #include "sm80/configs.h"
 #include "sm80/launch.h"
 #include "sm90/configs.h"
@@ -102,7 +103,22 @@ std::optional<Operand> in_place(const at::Tensor& x, bool tma, bool k_major_only
   return std::nullopt;
 }
 
-Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false, bool narrow = false) {
+// dst = src, both (L, R, C) with C contiguous (or of extent 1): the row copy kernel for 16-bit
+// elements (row_copy.h) unless `fast` is off (CUTE_GEMM_ROW_COPY=0, benchmarks), torch's copy_
+// otherwise.
+void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast) {
+  const bool rows_contiguous = (dst.stride(2) == 1 || dst.size(2) == 1) && (src.stride(2) == 1 || src.size(2) == 1);
+  if (!fast || dst.element_size() != 2 || src.scalar_type() != dst.scalar_type() || !rows_contiguous) {
+    dst.copy_(src);
+    return;
+  }
+  C10_CUDA_CHECK(copy_rows16({dst.data_ptr(), dst.stride(1), dst.stride(0)},
+                             {const_cast<void*>(src.data_ptr()), src.stride(1), src.stride(0)}, dst.size(0),
+                             dst.size(1), dst.size(2), at::cuda::getCurrentCUDAStream().stream()));
+}
+
+Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false, bool narrow = false,
+                        bool row_copy = true) {
   if (std::optional<Operand> op = in_place(x, tma, k_major_only, narrow)) return *op;
   TORCH_INTERNAL_ASSERT(!narrow, "the narrow kernels read their operands in place");
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
@@ -117,12 +133,12 @@ Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false
     const int64_t ld = round_up(k, kVec);
     at::Tensor buf = at::empty({batch, mn, ld}, x.options());
     if (ld > k && !tma) buf.narrow(2, k, ld - k).zero_();
-    buf.narrow(2, 0, k).copy_(x);
+    copy_rows(buf.narrow(2, 0, k), x, row_copy);
     return {buf, buf.data_ptr(), ld, mn * ld, true, true};
   }
   const int64_t ld = round_up(mn, kVec);
   at::Tensor buf = at::empty({batch, k, ld}, x.options());  // rows past MN feed no stored output
-  buf.narrow(2, 0, mn).copy_(x.transpose(1, 2));
+  copy_rows(buf.narrow(2, 0, mn), x.transpose(1, 2), row_copy);
   return {buf, buf.data_ptr(), ld, k * ld, false, true};
 }
 
@@ -493,8 +509,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const int64_t batch = a.size(0), rows = a.size(1);
 
   const bool c_f32 = out3.scalar_type() == at::kFloat;
-  const Operand A = prepare_operand(a, sm90, tf32, narrow);
-  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow);
+  // The padded copies and a scratch C's copy-out through the row copy kernel (row_copy.h);
+  // CUTE_GEMM_ROW_COPY=0: torch's copy_ (benchmarks compare the two).
+  const bool row_copy = env_int("CUTE_GEMM_ROW_COPY", 0, 1) != 0;
+  const Operand A = prepare_operand(a, sm90, tf32, narrow, row_copy);
+  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow, row_copy);
   const int64_t kVec = vec_of(a);
   // The swapped decode path (sm90::kSwapConfig, session 19): for M <= 16 rows without an X term the
   // SM90 kernel computes C^T = B^T A^T, so that N fills its 128-row tiles and the few rows of A
@@ -772,7 +791,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
               err == cudaErrorNoKernelImageForDevice
                   ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
                   : "");
-  if (!target.is_same(c)) c.copy_(target);
+  if (!target.is_same(c)) copy_rows(c, target, row_copy && c_in_place(c));
 }
 
 }  // namespace

@@ -503,6 +503,44 @@ def test_unaligned_c_rows(scratch, dtype, monkeypatch):
         assert rel_err(got, torch.relu(a.double() @ b.double() + bias.double())) <= REL_BOUND[dtype]
 
 
+def offset_matrix(rows, cols, ld, offset, dtype, batch=None):
+    """A (rows, cols) view (batch x rows x cols with `batch`) of rows `ld` elements apart, starting
+    `offset` elements into a fresh allocation: every 16-byte misalignment of base and rows."""
+    count = (batch or 1) * rows * ld
+    flat = torch.randn(count + offset + 8, device="cuda").to(dtype)[offset:offset + count]
+    shape = (rows, ld) if batch is None else (batch, rows, ld)
+    return flat.view(shape)[..., :cols]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_row_copies_match_torch_copies(dtype, monkeypatch):
+    """The unaligned path's row copies (csrc/row_copy.cu: padded operand buffers, a scratch C copied
+    out) against torch's copy_ (CUTE_GEMM_ROW_COPY=0): the same bits, at every element offset mod 8
+    of the operands' bases and rows and of the output's base, in every layout, batched too; right
+    against float64, and nothing written outside the output view."""
+    monkeypatch.setenv("CUTE_GEMM_NARROW", "0")  # the copies, not the narrow kernels
+    for off, layout in itertools.product(range(8), LAYOUTS):
+        m, n, k = 37 + 5 * off, 45 + 3 * off, 67 + 2 * off
+        batch = 2 if off % 2 else None
+        def operand(rows, cols, major, offset):
+            if major == "n":
+                return offset_matrix(rows, cols, cols + offset % 3, offset, dtype, batch)
+            return offset_matrix(cols, rows, rows + offset % 3, offset, dtype, batch).transpose(-1, -2)
+        a, b = operand(m, k, layout[0], off), operand(k, n, layout[1], 7 - off)
+        outs = []
+        for setting in ("0", "1"):
+            monkeypatch.setenv("CUTE_GEMM_ROW_COPY", setting)
+            shape = (m, n) if batch is None else (batch, m, n)
+            count = (batch or 1) * m * n
+            buf = torch.full((count + 16,), float("nan"), dtype=dtype, device="cuda")
+            out = buf[off + 1:off + 1 + count].view(shape)  # base never 16-byte aligned: scratch C
+            (cute_gemm.mm if batch is None else cute_gemm.bmm)(a, b, out=out)
+            assert buf[:off + 1].isnan().all() and buf[off + 1 + count:].isnan().all()
+            outs.append(out.clone())
+        assert torch.equal(outs[0], outs[1]), (off, layout)
+        assert rel_err(outs[1], a.double() @ b.double()) <= REL_BOUND[dtype]
+
+
 # The narrow kernels (CUTE_GEMM_NARROW=1): 16-bit operands whose contiguous extent and leading
 # dimension are even but not multiples of 8 are read in place by the SM80 kernels with 4-byte
 # cp.async. Every shape below needs it for at least one operand in every layout: the extents

@@ -1,0 +1,26 @@
+// The row copies of the unaligned path (gemm.cpp): a 16-bit operand into a buffer with padded,
+// 16-byte aligned rows, and a scratch C out into rows that TMA cannot store.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace cute_gemm {
+
+// One batch of a 16-bit matrix view: element (b, r, c) at ptr[b * batch_stride + r * ld + c].
+struct RowView {
+  void* ptr = nullptr;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// dst(b, r, c) = src(b, r, c) for b < batch, r < rows, c < cols, 16-bit elements whose rows are
+// contiguous (column stride 1) in both. Any 2-byte alignment of either side: each thread writes
+// one 16-byte aligned vector of a destination row, gathered from the two aligned 16-byte source
+// vectors around it and shifted (torch's strided copy moves the elements two bytes at a time:
+// about 34 us of 2050^3's 88 went to its three copies, session 23). The row's partial vectors at
+// either end are written element by element. cols < 2^34.
+cudaError_t copy_rows16(RowView dst, RowView src, int64_t batch, int64_t rows, int64_t cols, cudaStream_t stream);
+
+}  // namespace cute_gemm
