@@ -61,8 +61,8 @@ NAMED_VARIANTS = {
     "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
     "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
     "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 16 on the unswapped sm90 rows (auto: C^T = B^T A^T, row 6)
-    "nolate": {"CUTE_GEMM_LATE_C": "0"},
-    "tcopy": {"CUTE_GEMM_ROW_COPY": "0"},  # unaligned operands and C copied by torch's copy_ (auto: the row copy kernel)  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
+    "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
+    "tcopy": {"CUTE_GEMM_ROW_COPY": "0"},  # unaligned operands and C copied by torch's copy_ (auto: the row copy kernel)
 }
 TORCH = "torch.mm"
 TRITON = "triton"

@@ -107,6 +107,7 @@ std::optional<Operand> in_place(const at::Tensor& x, bool tma, bool k_major_only
 // elements (row_copy.h) unless `fast` is off (CUTE_GEMM_ROW_COPY=0, benchmarks), torch's copy_
 // otherwise.
 void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast) {
+  TORCH_INTERNAL_ASSERT(dst.dim() == 3 && dst.sizes() == src.sizes(), "copy_rows: (L, R, C) views of one shape");
   const bool rows_contiguous = (dst.stride(2) == 1 || dst.size(2) == 1) && (src.stride(2) == 1 || src.size(2) == 1);
   if (!fast || dst.element_size() != 2 || src.scalar_type() != dst.scalar_type() || !rows_contiguous) {
     dst.copy_(src);

@@ -25,7 +25,8 @@ __device__ __forceinline__ uint4 shifted(const uint32_t (&w)[8]) {
 
 // Blocks of 32 x 8 threads: x, the destination row's aligned vectors (counted from the one that
 // holds the row's first element), 32 per block; y, rows (over the batch), 8 per block, walked by
-// the grid's y. A row of N elements has N / 8 + 1 or 2 vectors: 32-wide segments waste little.
+// the grid's y. A row of N elements touches at most N / 8 + 2 vectors: rows of a few hundred
+// elements or more waste little of a block (short rows, K = 20 say, leave most threads idle).
 template <bool kBatched>
 __global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowView dst, RowView src, int64_t rows,
                                                                int64_t total_rows, int64_t cols) {
@@ -37,7 +38,7 @@ __global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowView dst, RowV
     const int lead = int((reinterpret_cast<uintptr_t>(drow) / 2) % 8);  // elements before the row's start
     const int64_t c0 = 8 * t - lead;  // the column of this vector's first element
     if (c0 >= cols) continue;
-    uint16_t* dvec = drow + c0;  // 16-byte aligned
+    uint16_t* dvec = reinterpret_cast<uint16_t*>(reinterpret_cast<uintptr_t>(drow) + 2 * c0);  // 16-byte aligned
     if (c0 >= 0 && c0 + 8 <= cols) {
       const uint16_t* s = srow + c0;
       const int shift = int((reinterpret_cast<uintptr_t>(s) / 2) % 8);  // the same for the whole row
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowView dst, RowV
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int64_t c = c0 + e;
-        if (c >= 0 && c < cols) dvec[e] = srow[c];
+        if (c >= 0 && c < cols) drow[c] = srow[c];
       }
     }
   }

@@ -17,10 +17,10 @@ struct RowView {
 
 // dst(b, r, c) = src(b, r, c) for b < batch, r < rows, c < cols, 16-bit elements whose rows are
 // contiguous (column stride 1) in both. Any 2-byte alignment of either side: each thread writes
-// one 16-byte aligned vector of a destination row, gathered from the two aligned 16-byte source
-// vectors around it and shifted (torch's strided copy moves the elements two bytes at a time:
-// about 34 us of 2050^3's 88 went to its three copies, session 23). The row's partial vectors at
-// either end are written element by element. cols < 2^34.
+// one 16-byte aligned vector of a destination row, gathered from the one or two aligned 16-byte
+// source vectors that hold its elements and shifted (torch's strided copy moves the elements two
+// bytes at a time: its three copies took about 34 us of 2050^3's 88, session 23, docs/tuning.md).
+// The row's partial vectors at either end are written element by element.
 cudaError_t copy_rows16(RowView dst, RowView src, int64_t batch, int64_t rows, int64_t cols, cudaStream_t stream);
 
 }  // namespace cute_gemm

@@ -513,32 +513,38 @@ def offset_matrix(rows, cols, ld, offset, dtype, batch=None):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
-def test_row_copies_match_torch_copies(dtype, monkeypatch):
-    """The unaligned path's row copies (csrc/row_copy.cu: padded operand buffers, a scratch C copied
-    out) against torch's copy_ (CUTE_GEMM_ROW_COPY=0): the same bits, at every element offset mod 8
-    of the operands' bases and rows and of the output's base, in every layout, batched too; right
-    against float64, and nothing written outside the output view."""
+def test_row_copies_match_torch_copies(family, dtype, monkeypatch):
+    """The unaligned path's row copies (csrc/row_copy.cu: padded operand buffers; on the sm90 family
+    also a scratch C copied out) against torch's copy_ (CUTE_GEMM_ROW_COPY=0): the same bits, at
+    every element offset mod 8 of the operands' bases and rows and of the output's base, in every
+    layout, batched too, into packed and padded output rows, and for rows shorter than a vector;
+    right against float64, and nothing written outside the output view (NaN around and between
+    its rows)."""
     monkeypatch.setenv("CUTE_GEMM_NARROW", "0")  # the copies, not the narrow kernels
-    for off, layout in itertools.product(range(8), LAYOUTS):
-        m, n, k = 37 + 5 * off, 45 + 3 * off, 67 + 2 * off
+    cases = [(37 + 5 * off, 45 + 3 * off, 67 + 2 * off, off, layout)
+             for off, layout in itertools.product(range(8), LAYOUTS)]
+    cases += [(1, 3, 5, 3, "nn"), (7, 1, 6, 5, "tn"), (2, 9, 3, 1, "nt"), (5, 7, 11, 6, "tt")]
+    for m, n, k, off, layout in cases:
         batch = 2 if off % 2 else None
         def operand(rows, cols, major, offset):
             if major == "n":
                 return offset_matrix(rows, cols, cols + offset % 3, offset, dtype, batch)
             return offset_matrix(cols, rows, rows + offset % 3, offset, dtype, batch).transpose(-1, -2)
         a, b = operand(m, k, layout[0], off), operand(k, n, layout[1], 7 - off)
-        outs = []
-        for setting in ("0", "1"):
-            monkeypatch.setenv("CUTE_GEMM_ROW_COPY", setting)
-            shape = (m, n) if batch is None else (batch, m, n)
-            count = (batch or 1) * m * n
-            buf = torch.full((count + 16,), float("nan"), dtype=dtype, device="cuda")
-            out = buf[off + 1:off + 1 + count].view(shape)  # base never 16-byte aligned: scratch C
-            (cute_gemm.mm if batch is None else cute_gemm.bmm)(a, b, out=out)
-            assert buf[:off + 1].isnan().all() and buf[off + 1 + count:].isnan().all()
-            outs.append(out.clone())
-        assert torch.equal(outs[0], outs[1]), (off, layout)
-        assert rel_err(outs[1], a.double() @ b.double()) <= REL_BOUND[dtype]
+        for pad in (0, 3):  # packed output rows, then rows 3 elements apart
+            outs = []
+            for setting in ("0", "1"):
+                monkeypatch.setenv("CUTE_GEMM_ROW_COPY", setting)
+                rows = (batch or 1) * m
+                buf = torch.full((rows * (n + pad) + 16,), float("nan"), dtype=dtype, device="cuda")
+                body = buf[off + 1:off + 1 + rows * (n + pad)].view(rows, n + pad)
+                out = body[:, :n] if batch is None else body[:, :n].view(batch, m, n)
+                (cute_gemm.mm if batch is None else cute_gemm.bmm)(a, b, out=out)
+                assert buf[:off + 1].isnan().all() and buf[off + 1 + rows * (n + pad):].isnan().all()
+                assert body[:, n:].isnan().all(), (m, n, k, off, layout, pad)
+                outs.append(out.clone())
+            assert torch.equal(outs[0], outs[1]), (m, n, k, off, layout, pad)
+            assert rel_err(outs[1], a.double() @ b.double()) <= REL_BOUND[dtype]
 
 
 # The narrow kernels (CUTE_GEMM_NARROW=1): 16-bit operands whose contiguous extent and leading
