@@ -5,7 +5,7 @@ these picks must change this table too, with the measurement behind it. Host com
 from host_cpp import build_and_run, needs_cxx
 
 # (M, N, K): (config row, K slices). Rows: 0 128x256, 1 128x128, 2 128x256 in 2x1 clusters,
-# 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192.
+# 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192, 8 192x192 three consumers.
 PICKS = {
     (1024, 1024, 1024): (4, 1),     # short K, 128x128 tiles fill at most half the SMs (session 6)
     (2048, 2048, 2048): (0, 1),     # about one wave of 128x256 tiles
@@ -25,7 +25,9 @@ PICKS = {
     (512, 1024, 8192): (1, 4),      # few tiles, long K: split-K (session 4)
     (256, 7168, 2048): (1, 1),
     (574, 574, 574): (4, 1),
-    (2050, 2050, 2050): (7, 1),     # past one wave of 128x256 tiles (session 7); 128x192 88.6 us, cluster 89.5 (session 22)
+    (2050, 2050, 2050): (8, 1),     # past one wave of 128x256 tiles, one of 192x192 (session 24)
+    (2056, 2056, 2056): (8, 1),
+    (2304, 2048, 2048): (8, 1),     # 12 x 11 = 132 tiles of 192x192
     (4097, 4095, 4103): (2, 1),
     (8192, 8192, 8191): (2, 1),
     (256, 256, 256): (5, 1),        # at most four 128x128 tiles, K too short to split (session 17)

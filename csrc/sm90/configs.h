@@ -24,6 +24,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 5 */ {64, 64, 64, 12, 1, 1, "64x64x64_s12_c1"},       // one consumer, 64 columns: decode rows, twice row 4's tiles
     /* 6 */ {128, 16, 64, 11, 1, 1, "128x16x64_s11_c1"},     // decode, operands swapped: 128 of N x 16 of M
     /* 7 */ {128, 192, 64, 5, 2, 1, "128x192x64_s5_c2"},     // 2 x (64x192): fills the waves where row 0's leave a short last one
+    /* 8 */ {192, 192, 64, 4, 3, 1, "192x192x64_s4_c3"},     // 3 x (64x192): one wave where 128x256 tiles just pass one
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the
@@ -161,11 +162,17 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
   return 877 * waves7 < 1000 * waves2;
 }
 
+// Session 24: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
+// cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
+// each: row 8 wherever its tiles fit in one wave and 128x256 tiles do not.
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
   if (k <= 256 && tiles256 >= 2LL * num_sms) return 1;
-  if (tiles256 > num_sms) return num_sms >= 2 && tile192_pays(m, n, batch, num_sms) ? 7 : 2;
+  if (tiles256 > num_sms) {
+    if (tile_count(m, n, kConfigs[8].bm, kConfigs[8].bn) * batch <= num_sms) return 8;
+    return num_sms >= 2 && tile192_pays(m, n, batch, num_sms) ? 7 : 2;
+  }
   if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
   const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
   if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) return 5;

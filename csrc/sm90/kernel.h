@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     cutlass::arch::warpgroup_reg_alloc<kOffload ? 224 : Tr::kConsumerRegs>();
     const int ctid = threadIdx.x - 128;     // 0 .. 128 * kConsumers - 1
     const int consumer = warp_group - 1;    // which kRowsPerConsumer-row slice of the tile (64; 128 on row 6)
-    Tracer trace(p.trace, 1 + consumer, ctid % 128 == 0);  // a CUTE_GEMM_TRACE build only
+    Tracer trace(p.trace, 1 + consumer, ctid % 128 == 0 && consumer < 2);  // a CUTE_GEMM_TRACE build only (3 roles)
     trace(kTrStart);
     uint32_t loads = 0, units = 0;
     const bool lane0 = ctid % 32 == 0;  // one arrival per warp on the "empty" barriers
@@ -313,7 +313,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
-    constexpr int kImmediate = kChunks == 4 ? 2 : 0;
+    // Three consumers (152 registers) store every chunk in the epilogue: 96 accumulators next to
+    // six deferred 32-column chunks would not fit.
+    constexpr int kImmediate = Tr::kConsumers == 3 ? kChunks : kChunks == 4 ? 2 : 0;
     Tensor rCd = make_tensor<CT>(append(shape(rC), Int<kChunks>{}));  // (MMA,1,1,CHUNK): 16-bit values
     // What the previous tile left for this unit's main loop: 0 nothing, 1 its deferred chunks,
     // 2 those and a late pair (its chunks 0 and 1 in buffers 0 and 1, written but not yet

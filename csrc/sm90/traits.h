@@ -137,8 +137,11 @@ struct KernelTraits {
   // and two deferred C chunks (kernel.h; row 7: 96 and six 32-column chunks). 40 + 2 x 232 = 3 x 168, the pool that 384 threads of
   // __launch_bounds__(384, 1) start with. (40 spilled in the producer with a multicast MN-major
   // B until its k-loop stopped being unrolled.)
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  // Three consumer warpgroups (row 8's 192-row tiles, 512 threads): 24 + 3 x 160 <= 4 x 128, the
+  // pool of __launch_bounds__(512, 1); they hold 96 accumulators and store C in their epilogue,
+  // and the producer (no multicast there) fits in 24.
+  static constexpr int kProducerRegs = kConsumers == 3 ? 24 : 40;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 232;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 };
 
