@@ -609,6 +609,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
 
   // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
   // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
+  // Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (session
+  // 24), its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K
+  // tail leaves it whole; the autotune cache does not time it split.
+  auto whole_tiles_only = [&](int cfg) { return sm90 && !tf32 && sm90::kConfigs[cfg].consumers > 2; };
   auto sm90_units = [&](int cfg, int splits) { return sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg]) * batch * splits; };
   auto k_tiles = [&](int cfg) { return (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk; };  // most slices
   auto runnable = [&](int cfg, int splits) {
@@ -649,7 +653,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       if (splits > 1) {
         shared_tiles = sm90_tiles * batch;
         parts = splits;
-      } else if (stream_k_env != 0 && !tf32 && sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit &&
+      } else if (stream_k_env != 0 && !tf32 && !whole_tiles_only(cfg) &&
+                 sm90_tiles * batch <= std::numeric_limits<int>::max() - p.grid_limit &&
                  num_sms < (1 << 16)) {
         // Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits, the
         // workers in 16 (mul_div_small); not TF32, whose kernel has its own K tile). sm90::run
@@ -717,8 +722,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
   int splits = 1;
   if (sm90) {
-    splits = forced_splits > 0 ? int(std::min<int64_t>(forced_splits, k_tiles(cfg)))
-                               : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, num_sms);
+    splits = whole_tiles_only(cfg) ? 1
+             : forced_splits > 0    ? int(std::min<int64_t>(forced_splits, k_tiles(cfg)))
+                                    : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, num_sms);
     TORCH_CHECK_VALUE(runnable(cfg, splits), "cute_gemm: CUTE_GEMM_SPLITS=", num(splits),
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
@@ -758,7 +764,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         for (int s : {1, 2, 4}) {
           // Splits only where the tiles leave SMs idle (the chooser's own limit): the workspace
           // then stays below one kBM x kBN fp32 tile per SM.
-          if (!runnable(c, s) || (s > 1 && (!sm90 || sm90_units(c, s) > num_sms))) continue;
+          if (!runnable(c, s) || (s > 1 && (!sm90 || sm90_units(c, s) > num_sms || whole_tiles_only(c)))) continue;
           try {
             if (launch_with(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
               (void)cudaGetLastError();

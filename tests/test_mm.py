@@ -150,6 +150,20 @@ def test_split_k(splits, config, layout, monkeypatch):
         check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
+def test_row8_runs_whole_tiles(monkeypatch):
+    """Row 8 (192x192, three consumer warpgroups) runs whole tiles only: a forced K slice count or
+    stream-K tail leaves its result bit for bit that of the plain call (gemm.cpp, whole_tiles_only)."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "8")
+    for (m, n, k), dtype in itertools.product([(300, 520, 2056), (2100, 2200, 1000)], DTYPES):
+        a, b = make_operand(m, k, "n", dtype), make_operand(k, n, "n", dtype)
+        plain = check(a, b)
+        for knob, value in (("CUTE_GEMM_SPLITS", "3"), ("CUTE_GEMM_STREAM_K", "1")):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(knob, value)
+                assert torch.equal(cute_gemm.mm(a, b), plain), (m, n, k, knob)
+
+
 # Programmatic dependent launch (sm90, on unless CUTE_GEMM_PDL=0): each call of this chain reads
 # the previous call's output (a read after a write) and overwrites the input the previous call read
 # (a write after a read), and consecutive calls run other rows: few blocks (row 0 makes 32 here)

@@ -164,7 +164,8 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
 
 // Session 24: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
 // cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
-// each: row 8 wherever its tiles fit in one wave and 128x256 tiles do not.
+// each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
+// not. It runs whole tiles only (gemm.cpp: no K slices, no stream-K tail).
 inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);

@@ -2,7 +2,7 @@
 // Warpgroup 0 (one elected thread) is the producer: TMA loads of A/B tiles into a kStages
 // shared-memory ring, each slot guarded by a "full" mbarrier (transaction bytes) and an "empty"
 // mbarrier (consumer arrivals). Warpgroups 1..kConsumers are consumers: WGMMA from shared memory
-// with fp32 accumulators; the two consumers interleave on the tensor cores while each waits
+// with fp32 accumulators; the consumers (two; three on row 8) interleave on the tensor cores while each waits
 // for its own batch. The grid is persistent (one block per SM) and walks tiles in the grouped
 // order of tile_scheduler.h; the producer runs ahead into the next tile while consumers store C.
 // Included only by csrc/instantiations/sm90_*.cu.
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
-    // Three consumers (152 registers) store every chunk in the epilogue: 96 accumulators next to
+    // Three consumers (160 registers) store every chunk in the epilogue: 96 accumulators next to
     // six deferred 32-column chunks would not fit.
     constexpr int kImmediate = Tr::kConsumers == 3 ? kChunks : kChunks == 4 ? 2 : 0;
     Tensor rCd = make_tensor<CT>(append(shape(rC), Int<kChunks>{}));  // (MMA,1,1,CHUNK): 16-bit values
