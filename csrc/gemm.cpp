@@ -607,18 +607,18 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // can run (tests, benchmarks); 0: never.
   const int stream_k_env = env_int("CUTE_GEMM_STREAM_K", 0, 1);
 
-  // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
-  // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
   // Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (session
   // 24), its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K
-  // tail leaves it whole; the autotune cache does not time it split.
+  // tail leaves it whole; runnable() refuses it split (the autotune cache neither times nor takes it).
   auto whole_tiles_only = [&](int cfg) { return sm90 && !tf32 && sm90::kConfigs[cfg].consumers > 2; };
+  // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
+  // its fixed row). The kernels' 32-bit unit ids must stay below 2^31 - grid (run() refuses more).
   auto sm90_units = [&](int cfg, int splits) { return sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg]) * batch * splits; };
   auto k_tiles = [&](int cfg) { return (K + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk; };  // most slices
   auto runnable = [&](int cfg, int splits) {
     if (!sm90) return splits == 1 && sm80::smem_bytes(sm80::kConfigs[cfg]) <= int64_t(prop->sharedMemPerBlockOptin);
-    return splits == 1 ||
-           (splits <= k_tiles(cfg) && sm90_units(cfg, splits) <= std::numeric_limits<int>::max() - p.grid_limit);
+    return splits == 1 || (!whole_tiles_only(cfg) && splits <= k_tiles(cfg) &&
+                           sm90_units(cfg, splits) <= std::numeric_limits<int>::max() - p.grid_limit);
   };
   // Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K:
   // fp32 partials of every slice of every tile and one arrival counter per tile, zeroed here, all
@@ -764,7 +764,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         for (int s : {1, 2, 4}) {
           // Splits only where the tiles leave SMs idle (the chooser's own limit): the workspace
           // then stays below one kBM x kBN fp32 tile per SM.
-          if (!runnable(c, s) || (s > 1 && (!sm90 || sm90_units(c, s) > num_sms || whole_tiles_only(c)))) continue;
+          if (!runnable(c, s) || (s > 1 && (!sm90 || sm90_units(c, s) > num_sms))) continue;
           try {
             if (launch_with(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
               (void)cudaGetLastError();
