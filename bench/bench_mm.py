@@ -51,7 +51,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_LATE_C",
-         "CUTE_GEMM_ROW_COPY")
+         "CUTE_GEMM_ROW_COPY", "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -63,6 +63,7 @@ NAMED_VARIANTS = {
     "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 16 on the unswapped sm90 rows (auto: C^T = B^T A^T, row 6)
     "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
     "tcopy": {"CUTE_GEMM_ROW_COPY": "0"},  # unaligned operands and C copied by torch's copy_ (auto: the row copy kernel)
+    "cscratch": {"CUTE_GEMM_C_STAGED": "0"},  # C rows TMA cannot store: a scratch C copied out (auto: the consumers write staged rows)
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -131,7 +132,8 @@ def parse_variants(text: str) -> list[str]:
             narrow_row = family == "narrow" and row and not bad_row and not slash
             if part not in NAMED_VARIANTS and not narrow_row and (family not in FAMILIES or bad_row or bad_splits):
                 raise argparse.ArgumentTypeError(
-                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, narrow:N, sm80, sm90, "
+                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, nolate, tcopy, cscratch, "
+                    "narrow:N, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
         envs = [variant_env(part) for part in parts]
         keys = [k for env in envs for k in env]
@@ -192,7 +194,9 @@ def parse_args(argv=None):
                       help="also time these cute_gemm variants: auto, tuned (the autotune cache), sk / nosk "
                            "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), narrow / "
                            "narrow:row / nonarrow (unaligned operands read in place by the SM80 4-byte kernels "
-                           "wherever they can / never; auto: where the rule expects a gain), noswap (M <= 16 unswapped), a family, "
+                           "wherever they can / never; auto: where the rule expects a gain), noswap (M <= 16 unswapped), "
+                           "tcopy (torch's copies on the unaligned path), cscratch (C rows TMA cannot store: a scratch "
+                           "C copied out), a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
                            "by + combine (sm80+nonarrow)")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")

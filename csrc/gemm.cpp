@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -103,23 +104,42 @@ std::optional<Operand> in_place(const at::Tensor& x, bool tma, bool k_major_only
   return std::nullopt;
 }
 
+// Row copies held back to be launched together (copy_rows16 with several copies): the unaligned
+// path's A and B copies, one kernel instead of two. The tensors they read and write outlive the
+// launch (the operands, and the padded buffers that the prepared Operands hold).
+struct PendingCopies {
+  std::vector<RowCopy> copies;
+  void launch() {
+    if (copies.empty()) return;
+    C10_CUDA_CHECK(copy_rows16(copies.data(), int(copies.size()), at::cuda::getCurrentCUDAStream().stream()));
+    copies.clear();
+  }
+};
+
 // dst = src, both (L, R, C) with C contiguous (or of extent 1): the row copy kernel for 16-bit
 // elements (row_copy.h) unless `fast` is off (CUTE_GEMM_ROW_COPY=0, benchmarks), torch's copy_
-// otherwise.
-void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast) {
+// otherwise. With `pending`, a row-kernel copy is added to it rather than launched.
+void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast, PendingCopies* pending = nullptr) {
   TORCH_INTERNAL_ASSERT(dst.dim() == 3 && dst.sizes() == src.sizes(), "copy_rows: (L, R, C) views of one shape");
   const bool rows_contiguous = (dst.stride(2) == 1 || dst.size(2) == 1) && (src.stride(2) == 1 || src.size(2) == 1);
   if (!fast || dst.element_size() != 2 || src.scalar_type() != dst.scalar_type() || !rows_contiguous) {
     dst.copy_(src);
     return;
   }
-  C10_CUDA_CHECK(copy_rows16({dst.data_ptr(), dst.stride(1), dst.stride(0)},
-                             {const_cast<void*>(src.data_ptr()), src.stride(1), src.stride(0)}, dst.size(0),
-                             dst.size(1), dst.size(2), at::cuda::getCurrentCUDAStream().stream()));
+  const RowCopy copy{{dst.data_ptr(), dst.stride(1), dst.stride(0)},
+                     {const_cast<void*>(src.data_ptr()), src.stride(1), src.stride(0)},
+                     dst.size(0),
+                     dst.size(1),
+                     dst.size(2)};
+  if (pending != nullptr && int(pending->copies.size()) < kMaxRowCopies) {
+    pending->copies.push_back(copy);
+    return;
+  }
+  C10_CUDA_CHECK(copy_rows16(&copy, 1, at::cuda::getCurrentCUDAStream().stream()));
 }
 
 Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false, bool narrow = false,
-                        bool row_copy = true) {
+                        bool row_copy = true, PendingCopies* pending = nullptr) {
   if (std::optional<Operand> op = in_place(x, tma, k_major_only, narrow)) return *op;
   TORCH_INTERNAL_ASSERT(!narrow, "the narrow kernels read their operands in place");
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
@@ -134,12 +154,12 @@ Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false
     const int64_t ld = round_up(k, kVec);
     at::Tensor buf = at::empty({batch, mn, ld}, x.options());
     if (ld > k && !tma) buf.narrow(2, k, ld - k).zero_();
-    copy_rows(buf.narrow(2, 0, k), x, row_copy);
+    copy_rows(buf.narrow(2, 0, k), x, row_copy, pending);
     return {buf, buf.data_ptr(), ld, mn * ld, true, true};
   }
   const int64_t ld = round_up(mn, kVec);
   at::Tensor buf = at::empty({batch, k, ld}, x.options());  // rows past MN feed no stored output
-  copy_rows(buf.narrow(2, 0, mn), x.transpose(1, 2), row_copy);
+  copy_rows(buf.narrow(2, 0, mn), x.transpose(1, 2), row_copy, pending);
   return {buf, buf.data_ptr(), ld, k * ld, false, true};
 }
 
@@ -513,8 +533,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // The padded copies and a scratch C's copy-out through the row copy kernel (row_copy.h);
   // CUTE_GEMM_ROW_COPY=0: torch's copy_ (benchmarks compare the two).
   const bool row_copy = env_int("CUTE_GEMM_ROW_COPY", 0, 1) != 0;
-  const Operand A = prepare_operand(a, sm90, tf32, narrow, row_copy);
-  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow, row_copy);
+  PendingCopies copies;  // A's and B's padded copies (if any): one launch
+  const Operand A = prepare_operand(a, sm90, tf32, narrow, row_copy, &copies);
+  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow, row_copy, &copies);
+  copies.launch();
   const int64_t kVec = vec_of(a);
   // The swapped decode path (sm90::kSwapConfig, session 19): for M <= 16 rows without an X term the
   // SM90 kernel computes C^T = B^T A^T, so that N fills its 128-row tiles and the few rows of A
@@ -525,14 +547,25 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const bool swap = sm90 && !tf32 && batch == 1 && rows <= sm90::kSwapMaxM && !x.defined() && A.k_major &&
                     swap_env != 0 && pinned_sm90_cfg < 0;
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
-  // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0) is computed into a scratch
-  // buffer with padded rows and copied out: one extra pass over C, cheaper than element stores
-  // from the accumulators (session 6, device run 4). CUTE_GEMM_C_SCRATCH=0 turns it off.
+  // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0). Where every row starts
+  // 4-byte aligned, the consumers stage its chunks in shared memory as for the TMA store and write
+  // the rows themselves (GemmParams::c_staged); otherwise it is computed into a scratch buffer with
+  // padded rows and copied out (one extra pass over C; cheaper than element stores from the
+  // accumulators: session 6, device run 4). H100, session 25 run 3, bf16 mm, staged / scratch, us:
+  // 2050^3 54.0 / 57.4, 1030^3 19.4 / 21.1, 4096x4100x4096 248.9 / 264.7; but 4097x4095x4103
+  // (odd rows: half of them 2-byte aligned, stored two bytes at a time) 293.5 / 280.9.
+  // CUTE_GEMM_C_STAGED=0 never stages; CUTE_GEMM_C_SCRATCH=0 stores elements instead of the scratch.
   const bool rows_aligned = c_in_place(c) && reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 &&
                             N % kVec == 0 && (rows == 1 || c.stride(1) % kVec == 0) &&
                             (batch == 1 || c.stride(0) % kVec == 0);
-  const bool scratch =
-      sm90 && !swap && !c_f32 && !tf32 && !rows_aligned && env_int("CUTE_GEMM_C_SCRATCH", 0, 1) != 0;
+  const bool pairs_aligned = c_in_place(c) && reinterpret_cast<uintptr_t>(c.data_ptr()) % 4 == 0 &&
+                             (rows == 1 || c.stride(1) % 2 == 0) && (batch == 1 || c.stride(0) % 2 == 0);
+  const bool c_unaligned16 = sm90 && !swap && !c_f32 && !tf32 && !rows_aligned;
+  // Not with an activation: the scratch C's aligned rows let the activation warps (128x256 tiles)
+  // apply it under the next main loop, which the staged rows cannot (unmeasured against each other).
+  const bool staged = c_unaligned16 && pairs_aligned && ep.act == Activation::kNone &&
+                      env_int("CUTE_GEMM_C_STAGED", 0, 1) != 0;
+  const bool scratch = c_unaligned16 && !staged && env_int("CUTE_GEMM_C_SCRATCH", 0, 1) != 0;
   at::Tensor target = c_in_place(c) && !scratch ? c
                       : scratch ? at::empty({batch, rows, round_up(N, kVec)}, c.options()).narrow(2, 0, N)
                                 : at::empty(c.sizes(), c.options());
@@ -559,6 +592,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
                   (!sm90 || N % kVec == 0 || scratch) && p.batch_c % kVec == 0 && p.batch_c > 0;
   p.c_f32 = c_f32;
+  p.c_staged = staged;
   if (x.defined()) {
     p.x = x.data_ptr();
     p.x_ldm = x_ldm;
@@ -737,7 +771,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     const std::string path = autotune::cache_path(prop->name, config_tables_id());
     const std::string key = std::string(sm90 ? "sm90" : "sm80") + " " + (dtype == DType::kF16 ? "f16" : "bf16") + " " +
                             (A.k_major ? "k" : "m") + (B.k_major ? "k" : "n") + " " + num(p.m) + "x" + num(p.n) + "x" +
-                            num(p.k) + " l" + num(batch) + " c" + (c_f32 ? "f32" : "16") + (p.c_vector_ok ? "v" : "e") +
+                            num(p.k) + " l" + num(batch) + " c" + (c_f32 ? "f32" : "16") + (p.c_vector_ok ? "v" : p.c_staged ? "s" : "e") +
                             " x" + (x.defined() ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" +
                             num(int(p.act)) + (stream_k_env == 1 ? " sk" : stream_k_env == 0 ? " nosk" : " skrule");
     const std::optional<autotune::Choice> hit = autotune::find(path, key);

@@ -27,10 +27,19 @@ __device__ __forceinline__ uint4 shifted(const uint32_t (&w)[8]) {
 // holds the row's first element), 32 per block; y, rows (over the batch), 8 per block, walked by
 // the grid's y. A row of N elements touches at most N / 8 + 2 vectors: rows of a few hundred
 // elements or more waste little of a block (short rows, K = 20 say, leave most threads idle).
+// Several copies in one launch: the grid's z picks one; the x and y extents are the largest
+// copy's, and a block past its own copy's vectors leaves at once.
+struct RowCopies {
+  RowCopy c[kMaxRowCopies];
+};
+
 template <bool kBatched>
-__global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowView dst, RowView src, int64_t rows,
-                                                               int64_t total_rows, int64_t cols) {
+__global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowCopies copies) {
+  const RowCopy& job = copies.c[blockIdx.z];
+  const RowView dst = job.dst, src = job.src;
+  const int64_t rows = job.rows, total_rows = job.batch * job.rows, cols = job.cols;
   const int64_t t = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  if (8 * t >= cols + 8) return;  // past the row's last vector, whatever the row's alignment
   for (int64_t row = int64_t(blockIdx.y) * 8 + threadIdx.y; row < total_rows; row += int64_t(gridDim.y) * 8) {
     const int64_t b = kBatched ? row / rows : 0, r = kBatched ? row % rows : row;
     uint16_t* drow = static_cast<uint16_t*>(dst.ptr) + b * dst.batch_stride + r * dst.ld;
@@ -76,16 +85,28 @@ __global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowView dst, RowV
 
 }  // namespace
 
-cudaError_t copy_rows16(RowView dst, RowView src, int64_t batch, int64_t rows, int64_t cols, cudaStream_t stream) {
-  const int64_t total_rows = batch * rows;
-  if (total_rows <= 0 || cols <= 0) return cudaSuccess;
-  const int64_t vectors = cols / 8 + 2;  // a row's aligned vectors, at most
-  const dim3 grid(unsigned((vectors + 31) / 32), unsigned(std::min<int64_t>((total_rows + 7) / 8, 65535)));
+cudaError_t copy_rows16(const RowCopy* copies, int count, cudaStream_t stream) {
+  RowCopies jobs;
+  int n = 0;
+  bool batched = false;
+  unsigned gx = 0, gy = 0;
+  for (int i = 0; i < count; ++i) {
+    const RowCopy& c = copies[i];
+    if (c.batch * c.rows <= 0 || c.cols <= 0) continue;
+    if (n == kMaxRowCopies) return cudaErrorInvalidValue;
+    jobs.c[n++] = c;
+    batched |= c.batch > 1;
+    const int64_t vectors = c.cols / 8 + 2;  // a row's aligned vectors, at most
+    gx = std::max(gx, unsigned((vectors + 31) / 32));
+    gy = std::max(gy, unsigned(std::min<int64_t>((c.batch * c.rows + 7) / 8, 65535)));
+  }
+  if (n == 0) return cudaSuccess;
+  const dim3 grid(gx, gy, unsigned(n));
   const dim3 block(32, kThreads / 32);
-  if (batch > 1) {
-    copy_rows16_kernel<true><<<grid, block, 0, stream>>>(dst, src, rows, total_rows, cols);
+  if (batched) {
+    copy_rows16_kernel<true><<<grid, block, 0, stream>>>(jobs);
   } else {
-    copy_rows16_kernel<false><<<grid, block, 0, stream>>>(dst, src, rows, total_rows, cols);
+    copy_rows16_kernel<false><<<grid, block, 0, stream>>>(jobs);
   }
   return cudaGetLastError();
 }

@@ -15,12 +15,20 @@ struct RowView {
   int64_t batch_stride = 0;
 };
 
-// dst(b, r, c) = src(b, r, c) for b < batch, r < rows, c < cols, 16-bit elements whose rows are
-// contiguous (column stride 1) in both. Any 2-byte alignment of either side: each thread writes
-// one 16-byte aligned vector of a destination row, gathered from the one or two aligned 16-byte
-// source vectors that hold its elements and shifted (torch's strided copy moves the elements two
-// bytes at a time: its three copies took about 34 us of 2050^3's 88, session 23, docs/tuning.md).
-// The row's partial vectors at either end are written element by element.
-cudaError_t copy_rows16(RowView dst, RowView src, int64_t batch, int64_t rows, int64_t cols, cudaStream_t stream);
+// One copy: dst(b, r, c) = src(b, r, c) for b < batch, r < rows, c < cols, 16-bit elements whose
+// rows are contiguous (column stride 1) in both. Any 2-byte alignment of either side: each thread
+// writes one 16-byte aligned vector of a destination row, gathered from the one or two aligned
+// 16-byte source vectors that hold its elements and shifted (torch's strided copy moves the
+// elements two bytes at a time: its three copies took about 34 us of 2050^3's 88, session 23,
+// docs/tuning.md). The row's partial vectors at either end are written element by element.
+struct RowCopy {
+  RowView dst, src;
+  int64_t batch = 0, rows = 0, cols = 0;
+};
+inline constexpr int kMaxRowCopies = 2;
+
+// Up to kMaxRowCopies copies in one launch (the unaligned path's A and B copies: one kernel's
+// ramp and tail instead of two, session 25: 2050^3 16.5 -> 11.8 us); the grid's z picks the copy.
+cudaError_t copy_rows16(const RowCopy* copies, int count, cudaStream_t stream);
 
 }  // namespace cute_gemm

@@ -74,6 +74,8 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("narrow") == {"CUTE_GEMM_NARROW": "1"}
     assert bench.variant_env("narrow:2") == {"CUTE_GEMM_NARROW": "1", "CUTE_GEMM_SM80_CONFIG": "2"}
     assert bench.variant_env("nonarrow") == {"CUTE_GEMM_NARROW": "0"}
+    assert bench.variant_env("cscratch") == {"CUTE_GEMM_C_STAGED": "0"}
+    assert bench.parse_variants("auto,cscratch,tcopy+cscratch") == ["auto", "cscratch", "tcopy+cscratch"]
     assert bench.variant_env("noswap") == {"CUTE_GEMM_DECODE_SWAP": "0"}
     assert bench.parse_variants("sm80+nonarrow,sm80+narrow:2") == ["sm80+nonarrow", "sm80+narrow:2"]
     assert bench.variant_env("sm80+nonarrow") == {"CUTE_GEMM_FAMILY": "sm80", "CUTE_GEMM_NARROW": "0"}

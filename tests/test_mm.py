@@ -281,8 +281,10 @@ LATE_C_CASES = [(0, 2000, 2300, 64), (0, 1800, 2600, 1000), (2, 4100, 4100, 300)
 def test_late_c_pair(case, layout, monkeypatch):
     """CUTE_GEMM_LATE_C=1 (the default: a 128x256 tile's first two C chunks fenced and TMA-stored
     under the next unit's main loop) gives the bits of =0 (stored in the epilogue), NaN-poisoned
-    outputs fully written, plain and with a bias epilogue."""
+    outputs fully written, plain and with a bias epilogue. (C rows of N % 8 != 0 through the
+    padded scratch C, which TMA stores: staged rows are never deferred.)"""
     use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_C_STAGED", "0")
     row, m, n, k, *sk = case
     if row is not None:
         monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
@@ -487,34 +489,68 @@ def test_nan_and_inf_propagate_like_torch(family):
     assert torch.equal(ours.isinf(), theirs.isinf())
 
 
-@pytest.mark.parametrize("scratch", ["0", "1"], ids=["element-stores", "scratch"])
+# How the sm90 family writes 16-bit C rows that TMA cannot store: CUTE_GEMM_C_STAGED /
+# CUTE_GEMM_C_SCRATCH settings.
+C_ROW_MODES = {"staged": ("1", "1"), "scratch": ("0", "1"), "element-stores": ("0", "0")}
+
+
+@pytest.mark.parametrize("mode", list(C_ROW_MODES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
-def test_unaligned_c_rows(scratch, dtype, monkeypatch):
-    """C rows the TMA store cannot write (N % 8 != 0, odd and even; a misaligned out= view): the
-    sm90 family computes them into a padded scratch buffer and copies them out, or, with
-    CUTE_GEMM_C_SCRATCH=0, stores single elements from the accumulators. Both are right and write
-    nothing outside C. (M = 1 runs unswapped here: the swapped decode path stores C's columns
-    element by element and takes no scratch buffer; test_swapped_decode_path covers its out= views.)"""
+def test_unaligned_c_rows(mode, dtype, monkeypatch):
+    """C rows the TMA store cannot write (N % 8 != 0, odd and even; a misaligned out= view; bmm):
+    the sm90 family stages each C chunk in shared memory and writes its rows from there (the
+    default where every row starts 4-byte aligned), or computes C into a padded scratch buffer and
+    copies it out (the default otherwise; CUTE_GEMM_C_STAGED=0), or stores single elements from
+    the accumulators (and CUTE_GEMM_C_SCRATCH=0). All three are right, give the same bits and
+    write nothing outside C; only the scratch path allocates. (M = 1
+    runs unswapped here: the swapped decode path stores C's columns element by element and takes
+    no scratch buffer; test_swapped_decode_path covers its out= views.)"""
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
-    monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", scratch)
-    for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000)]:
+
+    def set_mode(name):
+        staged, scratch = C_ROW_MODES[name]
+        monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
+        monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", scratch)
+
+    set_mode(mode)
+    for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000), (640, 765, 192)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
         a, b = make_operand(m, k, "t", dtype), make_operand(k, n, "n", dtype)
-        buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
-        out = buf[1:, 1:n + 1]  # rows offset by one element: never 16-byte aligned
-        allocated = {}
-        for setting in ("0", "1", scratch):  # the last call is the one checked
-            monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", setting)
-            before = allocations()
-            cute_gemm.mm(a, b, out=out)
-            allocated[setting] = allocations() - before
-        assert allocated["1"] == allocated["0"] + 1, allocated  # the scratch path did run
-        assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
-        assert buf[0].isnan().all() and buf[:, 0].isnan().all() and buf[:, n + 1:].isnan().all()
+        for shift in (1, 2):  # rows offset by one element (2-byte stores) or two (4-byte pairs)
+            buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
+            out = buf[1:, shift:n + shift]  # never 16-byte aligned
+            allocated, results = {}, {}
+            for setting in [*C_ROW_MODES, mode]:  # the last call is the one checked
+                set_mode(setting)
+                before = allocations()
+                cute_gemm.mm(a, b, out=out)
+                allocated[setting] = allocations() - before
+                results[setting] = out.clone()
+            # Staged where every row starts 4-byte aligned, else the scratch buffer.
+            pairs_aligned = out.data_ptr() % 4 == 0 and (m == 1 or out.stride(0) % 2 == 0)
+            assert allocated["scratch"] == allocated["element-stores"] + 1, allocated  # the scratch path did run
+            assert allocated["staged"] == allocated["element-stores" if pairs_aligned else "scratch"], allocated
+            for setting in C_ROW_MODES:
+                assert torch.equal(results[setting], results[mode]), (m, n, k, shift, setting)
+            assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
+            assert buf[0].isnan().all() and buf[:, :shift].isnan().all() and buf[:, n + shift:].isnan().all()
         bias = torch.randn(n, device="cuda").to(dtype)
         got = cute_gemm.addmm(bias, a, b, activation="relu")
         assert rel_err(got, torch.relu(a.double() @ b.double() + bias.double())) <= REL_BOUND[dtype]
+    # bmm into rows of 77 elements (scratch) and of 78 (staged: batch stride 200 * 78, rows 4-byte
+    # aligned but not 16); then a forced split-K (the last piece's epilogue writes the rows).
+    for n in (77, 78):
+        a = make_operand(3 * 200, 136, "n", dtype).view(3, 200, 136)
+        b3 = make_operand(136, 3 * n, "n", dtype).view(136, 3, n).permute(1, 0, 2)
+        got = torch.full((3, 200, n), float("nan"), dtype=dtype, device="cuda")
+        cute_gemm.bmm(a, b3, out=got)  # NaN left anywhere fails the bound
+        assert rel_err(got, a.double() @ b3.double()) <= REL_BOUND[dtype], n
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "3")
+    a, b = make_operand(257, 1000, "n", dtype), make_operand(1000, 1030, "n", dtype)
+    got = torch.full((257, 1030), float("nan"), dtype=dtype, device="cuda")
+    cute_gemm.mm(a, b, out=got)
+    assert rel_err(got, a.double() @ b.double()) <= REL_BOUND[dtype]
 
 
 def offset_matrix(rows, cols, ld, offset, dtype, batch=None):

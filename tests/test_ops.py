@@ -455,7 +455,7 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
 def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatch):
     """With more tiles than blocks, the sm90 kernel stores part of a tile's 16-bit C under the
     next tile's main loop (from registers, after the activation); a block's last tile and C rows
-    that TMA cannot store (element stores, no scratch buffer) store it at once. Every path must
+    that TMA cannot store (staged rows or element stores, no scratch buffer) store it at once. Every path must
     give the same bits, and match torch's unfused act(addmm)."""
     use_sm90_row(monkeypatch, config)
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
@@ -471,13 +471,18 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
         theirs = ACTS[activation](torch.addmm(bias, a, b))
         c = poisoned(lambda: cute_gemm.addmm(bias, a, b, activation=activation), (m, n), dtype)
         check(c, ref, dtype, theirs)
-        # Rows of n + 1 elements, stored from registers (no scratch buffer): nothing is deferred.
-        buf = nan_out((m, n + 1), dtype)
-        monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", "0")
-        direct = cute_gemm.addmm(bias, a, b, activation=activation, out=buf[:, :n])
-        monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
-        assert torch.equal(direct, c), f"deferred and direct stores differ: {(direct != c).sum().item()} elements"
-        assert buf[:, n].isnan().all()
+        # Rows of n + 2 elements (no scratch buffer): written from the staged chunks by the
+        # consumers; rows of n + 1, stored from registers (CUTE_GEMM_C_STAGED=0); nothing is deferred.
+        for staged in ("1", "0"):
+            pad = 2 if staged == "1" else 1  # staged: rows 4-byte aligned (not 16)
+            buf = nan_out((m, n + pad), dtype)
+            monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", "0")
+            monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
+            direct = cute_gemm.addmm(bias, a, b, activation=activation, out=buf[:, :n])
+            monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
+            monkeypatch.delenv("CUTE_GEMM_C_STAGED")
+            assert torch.equal(direct, c), f"deferred and direct stores differ ({staged=}): {(direct != c).sum().item()} elements"
+            assert buf[:, n:].isnan().all()
 
 
 @gpu

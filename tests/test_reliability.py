@@ -273,9 +273,11 @@ def digests(keep: list | None = None) -> dict:
                                                                         out_dtype=torch.float32)),
             "tf32": ({}, lambda a, b, bias: cute_gemm.mm(a.float(), b.float())),
             "bmm": ({}, lambda a, b, bias: cute_gemm.bmm(a.view(3, -1, a.shape[1]), b.expand(3, -1, -1))),
-            # N % 8 != 0: the scratch buffer, and the element stores it replaces.
-            "scratch": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
-            "element_stores": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_SCRATCH": "0"},
+            # N % 8 != 0: staged rows (N even), the scratch buffer and the element stores they replace.
+            "staged": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :518])),
+            "scratch": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_STAGED": "0"},
+                        lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
+            "element_stores": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_STAGED": "0", "CUTE_GEMM_C_SCRATCH": "0"},
                                lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
         }
         torch.backends.cuda.matmul.allow_tf32 = True

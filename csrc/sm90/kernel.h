@@ -151,6 +151,55 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     copy(params.tma_c, tTsC, tTgC);
   };
 
+  // C rows that TMA cannot store (GemmParams::c_staged: N, ldc or the base not 16-byte aligned;
+  // every row 4-byte aligned): consumer c's slice of chunk j (kRowsPerConsumer rows), staged in
+  // buffer buf, written by the warpgroup's 128 threads. A thread takes 8 consecutive elements of a row at a time (one 16-byte unit of the
+  // staging: its swizzle moves whole units), a warp consecutive units along the rows, and stores
+  // them in the widest pieces the row's alignment allows (16, 8, 4 or 2 bytes; element by element
+  // at the row's end, bounded by N; rows past M skipped). Called by the 128 threads after the
+  // barrier that follows the staging; the next staging's barrier orders these reads before it.
+  auto write_slice = [&](int c, int j, int buf) {
+    using CE = typename Tr::CElement;
+    const BatchTile t = smem.c_tile[c];
+    Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(c, 0));  // (64 rows, kChunkN)
+    constexpr int kUnits = Tr::kChunkN / 8;  // 16-byte units per row
+    const int grow0 = t.m * kBM + c * Tr::kRowsPerConsumer, gcol0 = t.n * kBN + j * Tr::kChunkN;
+    CE* base = static_cast<CE*>(p.c) + t.l * p.batch_c;
+    const int lt = threadIdx.x % 128;
+#pragma unroll 1
+    for (int idx = lt; idx < Tr::kRowsPerConsumer * kUnits; idx += 128) {
+      const int r = idx / kUnits, cc = 8 * (idx % kUnits);
+      const int grow = grow0 + r, gcol = gcol0 + cc;
+      if (grow >= p.m || gcol >= p.n) continue;
+      const uint4 v = *reinterpret_cast<const uint4*>(&sCchunk(r, cc));
+      CE* dst = base + int64_t(grow) * p.ldc + gcol;
+      const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
+      if (gcol + 8 <= p.n) {
+        if (addr % 16 == 0) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else if (addr % 8 == 0) {
+          reinterpret_cast<uint2*>(dst)[0] = make_uint2(v.x, v.y);
+          reinterpret_cast<uint2*>(dst)[1] = make_uint2(v.z, v.w);
+        } else if (addr % 4 == 0) {
+          uint32_t* d = reinterpret_cast<uint32_t*>(dst);
+          d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+        } else {
+          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+          uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+          CUTE_UNROLL
+          for (int e = 0; e < 8; ++e) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
+        }
+      } else {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+        CUTE_UNROLL
+        for (int e = 0; e < 8; ++e) {
+          if (gcol + e < p.n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
+        }
+      }
+    }
+  };
+
   // The activation warps (warps 1-3, idle in the producer warpgroup otherwise) apply bias and
   // activation to the 16-bit values the consumers staged and TMA-store them, while the consumers
   // go on with the next tile's main loop: in this cooperative kernel the epilogue's math would
@@ -309,7 +358,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // issuing its WGMMAs and waiting for them, so the tensor cores work while the stores are
     // staged (a cooperative kernel otherwise idles them for the whole epilogue). A block's last
     // unit, with no main loop after it, stores its own chunks.
-    const bool stage_c = Tr::kStageC && (kOffload || p.c_vector_ok);
+    const bool stage_c = Tr::kStageC && (kOffload || p.c_vector_ok || p.c_staged);
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
@@ -324,7 +373,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     const bool leader = ctid % 128 == 0;
     uint32_t free_phase = 0;  // offload: bit b, the parity of buffer b's last store (a fresh barrier passes 1)
     // Stage chunks j0 .. j0 + n - 1 (n = 1, or 2 for the pair below) into their buffers (chunk j:
-    // buffer j % 2) and TMA-store each in its own commit group. The stores that last read those
+    // buffer j % 2) and TMA-store each in its own commit group (staged rows, GemmParams::c_staged:
+    // the warpgroup writes them itself, write_slice). The stores that last read those
     // buffers (two chunks ago, maybe in the previous tile; with one chunk per tile, the previous
     // tile's) must have finished reading before anyone overwrites them: of the two buffers' latest
     // stores, the other buffer's may still be pending when one chunk is staged, none for two.
@@ -346,7 +396,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (leader) {
+      if (p.c_staged) {  // rows TMA cannot store: the warpgroup writes them (never deferred)
+        for_each(make_int_sequence<n>{}, [&](auto i) { write_slice(consumer, j0 + i, (j0 + i) % 2); });
+      } else if (leader) {
         for_each(make_int_sequence<n>{}, [&](auto i) {
           store_slice(smem.c_tile[consumer], consumer, j0 + i, (j0 + i) % 2);
           tma_store_arrive();
@@ -520,7 +572,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // registers are free once it is stored.
       const bool math = !kOffload && p.epilogue_math();
       // Deferred only when this block has another unit to hide the stores under.
-      const bool defer_tile = stage_c && cursor.has_next();
+      // (Rows TMA cannot store are written by the consumers themselves: in the epilogue.)
+      const bool defer_tile = stage_c && !p.c_staged && cursor.has_next();
       // The tile whose chunks are stored, kept where the leader finds it when it stores them: in
       // shared memory, not registers (ptxas spilled), and not recomputed per chunk (tile_of's
       // divisions held the warpgroup at every chunk's barrier: 8192x8192x1024 5 % slower).
@@ -558,6 +611,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           store_direct(v, tCcC, row0, ccol0, static_cast<T*>(p.c) + tile.l * p.batch_c, p);
         }
       });
+      // Staged rows: everyone has read this tile's smem.c_tile before the leader writes the next.
+      if (stage_c && p.c_staged) cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
       deferred = !defer_tile ? 0 : kPairImmediate && p.late_c ? 2 : 1;
       trace(kTrEpilogueDone, units - 1);
     }
