@@ -54,6 +54,16 @@ class EagerCalls:
             self.fn(a, b)
 
 
+def same_kernels_per_call(ks, per_call: int) -> bool:
+    """Whether the kernels (name, start, end) split into whole calls of per_call kernels, each
+    call the same names in the same order."""
+    names = [k[0] for k in ks]
+    if per_call <= 0 or len(names) % per_call:
+        return False
+    first = names[:per_call]
+    return all(names[i:i + per_call] == first for i in range(0, len(names), per_call))
+
+
 def short(name: str) -> str:
     name = name.split("(")[0]
     return name if len(name) <= 90 else name[:87] + "..."
@@ -91,6 +101,10 @@ def main() -> int:
             if per_call == 0:
                 print(f"{shape} {label}: no kernels seen ({len(ks)})")
                 continue
+            if not same_kernels_per_call(ks, per_call):
+                print(f"{shape} {label}: {len(ks)} kernels for {3 * sets_n} calls do not repeat in groups of "
+                      f"{per_call} (an event the profiler dropped, or calls that launch different kernels): "
+                      "the split below may be wrong")
             spans = [ks[i + per_call - 1][2] - ks[i][1] for i in range(0, len(ks) - per_call + 1, per_call)]
             mid = (len(ks) // per_call // 2) * per_call
             call = ks[mid:mid + per_call]
