@@ -437,6 +437,14 @@ bool c_in_place(const at::Tensor& c3) {
   return (c3.stride(2) == 1 || n == 1) && (c3.stride(1) >= n || m == 1) && c3.stride(1) >= 0 && c3.stride(0) >= 0;
 }
 
+// C (L, M, N) is written in place and every row starts `bytes`-aligned: its base, and its row
+// and batch strides where there are several rows or batches.
+bool c_rows_start_aligned(const at::Tensor& c3, int64_t bytes) {
+  const int64_t elems = bytes / c3.element_size();
+  return c_in_place(c3) && reinterpret_cast<uintptr_t>(c3.data_ptr()) % bytes == 0 &&
+         (c3.size(1) == 1 || c3.stride(1) % elems == 0) && (c3.size(0) == 1 || c3.stride(0) % elems == 0);
+}
+
 // The one launch site: out3 (L, M, N) = epilogue(a3 (L, M, K) @ b3 (L, K, N)), all checked.
 void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3) {
   const int64_t L = a3.size(0), M = a3.size(1), K = a3.size(2), N = b3.size(2);
@@ -555,11 +563,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // 2050^3 54.0 / 57.4, 1030^3 19.4 / 21.1, 4096x4100x4096 248.9 / 264.7; but 4097x4095x4103
   // (odd rows: half of them 2-byte aligned, stored two bytes at a time) 293.5 / 280.9.
   // CUTE_GEMM_C_STAGED=0 never stages; CUTE_GEMM_C_SCRATCH=0 stores elements instead of the scratch.
-  const bool rows_aligned = c_in_place(c) && reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 &&
-                            N % kVec == 0 && (rows == 1 || c.stride(1) % kVec == 0) &&
-                            (batch == 1 || c.stride(0) % kVec == 0);
-  const bool pairs_aligned = c_in_place(c) && reinterpret_cast<uintptr_t>(c.data_ptr()) % 4 == 0 &&
-                             (rows == 1 || c.stride(1) % 2 == 0) && (batch == 1 || c.stride(0) % 2 == 0);
+  const bool rows_aligned = c_rows_start_aligned(c, 16) && N % kVec == 0;
+  const bool pairs_aligned = c_rows_start_aligned(c, 4);
   const bool c_unaligned16 = sm90 && !swap && !c_f32 && !tf32 && !rows_aligned;
   // Not with an activation: the scratch C's aligned rows let the activation warps (128x256 tiles)
   // apply it under the next main loop, which the staged rows cannot (unmeasured against each other).
@@ -617,11 +622,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.grid_limit = prop->multiProcessorCount;
   p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
   p.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1) != 0;
-  // PDL where the kernel follows the previous call's work: after this call's own copies (padded
-  // operands, a bias row) it has nothing to overlap, nor before a scratch C's copy-out (session
-  // 17: 574^3, copies on both sides, ran 3 % slower with it).
-  p.pdl = env_int("CUTE_GEMM_PDL", 0, 1) != 0 && !A.copied && !B.copied && (!x.defined() || x.is_same(ep.x)) &&
-          target.is_same(c);
+  // PDL where the kernel follows the previous call's work, or this call's padded operand copies
+  // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
+  // not after a bias row's copy, nor before a scratch C's copy-out (session 17: 574^3, copies on
+  // both sides, ran 3 % slower with it).
+  p.pdl = env_int("CUTE_GEMM_PDL", 0, 1) != 0 && (!x.defined() || x.is_same(ep.x)) && target.is_same(c);
   // CUTE_GEMM_GROUP_M=<tile rows per group>; CUTE_GEMM_SM80_CONFIG / CUTE_GEMM_SM90_CONFIG=<row of
   // that family's configs.h> pin the tile (benchmarks, tests).
   const int group = env_int("CUTE_GEMM_GROUP_M", 1, 64);

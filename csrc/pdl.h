@@ -27,4 +27,14 @@ __device__ __forceinline__ void pdl_launch_dependents_then_wait() {
 #endif
 }
 
+// For a kernel launched without PDL whose successor may be (the row copy kernel before the GEMM
+// that reads its copies): let that successor's blocks be scheduled and run their prologue as soon
+// as all of this grid is resident; the successor's own wait above still waits for this grid to
+// complete. Without a PDL successor a no-op.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 }  // namespace cute_gemm

@@ -1,5 +1,7 @@
 #include "row_copy.h"
 
+#include "pdl.h"
+
 #include <algorithm>
 
 namespace cute_gemm {
@@ -35,6 +37,7 @@ struct RowCopies {
 
 template <bool kBatched>
 __global__ void __launch_bounds__(kThreads) copy_rows16_kernel(RowCopies copies) {
+  pdl_launch_dependents();  // the GEMM that reads these copies may set up meanwhile (gemm.cpp)
   const RowCopy& job = copies.c[blockIdx.z];
   const RowView dst = job.dst, src = job.src;
   const int64_t rows = job.rows, total_rows = job.batch * job.rows, cols = job.cols;

@@ -173,13 +173,17 @@ def test_row8_runs_whole_tiles(monkeypatch):
 PDL_CHAIN = [None, "0", "5", "2", "3/3", "1/2", "4", "0", "1", None]  # "row" or "row/K slices", None: the chooser
 
 
+@pytest.mark.parametrize("n", [1024, 1030], ids=["aligned", "unaligned"])
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
-def test_back_to_back_calls_with_pdl(graph, monkeypatch):
+def test_back_to_back_calls_with_pdl(graph, n, monkeypatch):
     """The chain run back to back with PDL, eagerly or replayed from a CUDA graph, gives the bits of
-    the same calls run one at a time (synchronized) without it, and those match a float64 chain."""
+    the same calls run one at a time (synchronized) without it, and those match a float64 chain.
+    n = 1030: every call copies both operands (rows of 1030 elements: the row copy kernel, which
+    reads the previous call's output) and the GEMM follows the copies with PDL; its C rows are
+    written from the staging (GemmParams::c_staged)."""
     use_family(monkeypatch, "sm90")
     torch.manual_seed(11)
-    n, dtype = 1024, torch.float16
+    dtype = torch.float16
     x0 = torch.randn(n, n, device="cuda").to(dtype)
     ws = [(torch.randn(n, n, device="cuda") / n**0.5).to(dtype) for _ in PDL_CHAIN]
     bufs = [torch.empty(n, n, device="cuda", dtype=dtype) for _ in range(2)]

@@ -59,6 +59,54 @@ CUTE_DEVICE int fresh_tid_x() {
   return t;
 }
 
+// C rows that TMA cannot store (GemmParams::c_staged: N, ldc or the base not 16-byte aligned;
+// every row 4-byte aligned): consumer c's slice (kRowsPerConsumer rows, kChunkN columns from
+// (row0, col0) of the batch's C at `base`), staged in buffer buf of sC, written by the
+// warpgroup's 128 threads. A thread takes 8 consecutive elements of a row at a time (one 16-byte
+// unit of the staging: its swizzle moves whole units), a warp consecutive units along the rows,
+// and stores them in the widest pieces the address allows (16, 8 or 4 bytes); element by element
+// at the row's end (bounded by N) or should a row start 2-byte aligned (the host stages none);
+// rows past M skipped. Called by the 128 threads after the barrier that follows the staging; the
+// next staging's barrier orders these reads before it. Inlined: made __noinline__, the call's
+// register saves made ptxas spill the tile cursor (40 bytes) in the 128x256 cluster kernel, which
+// spills nothing inlined, and the file compiled no faster (session 26).
+template <class Tr, class SmemC>
+CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CElement* base, int64_t ldc,
+                                   int row0, int col0, int m, int n) {
+  using CE = typename Tr::CElement;
+  Tensor sCchunk = local_tile(sC(_, _, buf), make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}),
+                              make_coord(c, 0));  // (64 rows, kChunkN)
+  constexpr int kUnits = Tr::kChunkN / 8;  // 16-byte units per row
+  const int lt = threadIdx.x % 128;
+#pragma unroll 1
+  for (int idx = lt; idx < Tr::kRowsPerConsumer * kUnits; idx += 128) {
+    const int r = idx / kUnits, cc = 8 * (idx % kUnits);
+    const int grow = row0 + r, gcol = col0 + cc;
+    if (grow >= m || gcol >= n) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(&sCchunk(r, cc));
+    CE* dst = base + int64_t(grow) * ldc + gcol;
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
+    if (gcol + 8 <= n && addr % 4 == 0) {
+      if (addr % 16 == 0) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else if (addr % 8 == 0) {
+        reinterpret_cast<uint2*>(dst)[0] = make_uint2(v.x, v.y);
+        reinterpret_cast<uint2*>(dst)[1] = make_uint2(v.z, v.w);
+      } else {
+        uint32_t* d = reinterpret_cast<uint32_t*>(dst);
+        d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+      }
+    } else {
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) {
+        if (gcol + e < n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
+      }
+    }
+  }
+}
+
 // kOffload: the activation warps' kernel (see below), launched by run() where they apply; it has
 // no split-K / stream-K and no epilogue math in the consumers, which keeps their registers free.
 template <class Tr, bool kOffload>
@@ -151,53 +199,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     copy(params.tma_c, tTsC, tTgC);
   };
 
-  // C rows that TMA cannot store (GemmParams::c_staged: N, ldc or the base not 16-byte aligned;
-  // every row 4-byte aligned): consumer c's slice of chunk j (kRowsPerConsumer rows), staged in
-  // buffer buf, written by the warpgroup's 128 threads. A thread takes 8 consecutive elements of a row at a time (one 16-byte unit of the
-  // staging: its swizzle moves whole units), a warp consecutive units along the rows, and stores
-  // them in the widest pieces the row's alignment allows (16, 8, 4 or 2 bytes; element by element
-  // at the row's end, bounded by N; rows past M skipped). Called by the 128 threads after the
-  // barrier that follows the staging; the next staging's barrier orders these reads before it.
+  // C rows that TMA cannot store (GemmParams::c_staged): write_staged_rows, above.
   auto write_slice = [&](int c, int j, int buf) {
-    using CE = typename Tr::CElement;
     const BatchTile t = smem.c_tile[c];
-    Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(c, 0));  // (64 rows, kChunkN)
-    constexpr int kUnits = Tr::kChunkN / 8;  // 16-byte units per row
-    const int grow0 = t.m * kBM + c * Tr::kRowsPerConsumer, gcol0 = t.n * kBN + j * Tr::kChunkN;
-    CE* base = static_cast<CE*>(p.c) + t.l * p.batch_c;
-    const int lt = threadIdx.x % 128;
-#pragma unroll 1
-    for (int idx = lt; idx < Tr::kRowsPerConsumer * kUnits; idx += 128) {
-      const int r = idx / kUnits, cc = 8 * (idx % kUnits);
-      const int grow = grow0 + r, gcol = gcol0 + cc;
-      if (grow >= p.m || gcol >= p.n) continue;
-      const uint4 v = *reinterpret_cast<const uint4*>(&sCchunk(r, cc));
-      CE* dst = base + int64_t(grow) * p.ldc + gcol;
-      const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
-      if (gcol + 8 <= p.n) {
-        if (addr % 16 == 0) {
-          *reinterpret_cast<uint4*>(dst) = v;
-        } else if (addr % 8 == 0) {
-          reinterpret_cast<uint2*>(dst)[0] = make_uint2(v.x, v.y);
-          reinterpret_cast<uint2*>(dst)[1] = make_uint2(v.z, v.w);
-        } else if (addr % 4 == 0) {
-          uint32_t* d = reinterpret_cast<uint32_t*>(dst);
-          d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
-        } else {
-          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-          uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-          CUTE_UNROLL
-          for (int e = 0; e < 8; ++e) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
-        }
-      } else {
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-        uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-        CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) {
-          if (gcol + e < p.n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
-        }
-      }
-    }
+    write_staged_rows<Tr>(sC, buf, c, static_cast<typename Tr::CElement*>(p.c) + t.l * p.batch_c, p.ldc,
+                          t.m * kBM + c * Tr::kRowsPerConsumer, t.n * kBN + j * Tr::kChunkN, p.m, p.n);
   };
 
   // The activation warps (warps 1-3, idle in the producer warpgroup otherwise) apply bias and
