@@ -555,20 +555,22 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const bool swap = sm90 && !tf32 && batch == 1 && rows <= sm90::kSwapMaxM && !x.defined() && A.k_major &&
                     swap_env != 0 && pinned_sm90_cfg < 0;
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
-  // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0). Where every row starts
-  // 4-byte aligned, the consumers stage its chunks in shared memory as for the TMA store and write
-  // the rows themselves (GemmParams::c_staged); otherwise it is computed into a scratch buffer with
-  // padded rows and copied out (one extra pass over C; cheaper than element stores from the
-  // accumulators: session 6, device run 4). H100, session 25 run 3, bf16 mm, staged / scratch, us:
-  // 2050^3 54.0 / 57.4, 1030^3 19.4 / 21.1, 4096x4100x4096 248.9 / 264.7; but 4097x4095x4103
-  // (odd rows: half of them 2-byte aligned, stored two bytes at a time) 293.5 / 280.9.
-  // CUTE_GEMM_C_STAGED=0 never stages; CUTE_GEMM_C_SCRATCH=0 stores elements instead of the scratch.
+  // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0). The consumers stage its
+  // chunks in shared memory as for the TMA store and write the rows themselves
+  // (GemmParams::c_staged, sm90/kernel.h's write_staged_rows), rather than computing C into a
+  // scratch buffer with padded rows and copying it out (one extra pass over C), which stays for C
+  // with an activation (below) and under CUTE_GEMM_C_STAGED=0. Either is cheaper than element
+  // stores from the accumulators (session 6, device run 4; CUTE_GEMM_C_SCRATCH=0 takes those).
+  // H100, bf16 mm, staged / scratch, us: session 25 (run 3) 2050^3 54.0 / 57.4, 1030^3 19.4 /
+  // 21.1, 4096x4100x4096 248.9 / 264.7; session 26 (run 3), rows of odd ldc (every other row 2
+  // bytes past 4-byte alignment, written in 4-byte pairs across the staged words): 1031^3 18.8 /
+  // 20.1, 4096x4095x4096 220.2 / 225.7, 4097x4095x4103 280.5 / 281.6, 2050x2051x2048 45.2 / 45.1
+  // (run 2, with 2-byte stores at every unit's ends: 47.3 / 43.6, and 1031^3 18.7 / 21.1).
   const bool rows_aligned = c_rows_start_aligned(c, 16) && N % kVec == 0;
-  const bool pairs_aligned = c_rows_start_aligned(c, 4);
   const bool c_unaligned16 = sm90 && !swap && !c_f32 && !tf32 && !rows_aligned;
   // Not with an activation: the scratch C's aligned rows let the activation warps (128x256 tiles)
   // apply it under the next main loop, which the staged rows cannot (unmeasured against each other).
-  const bool staged = c_unaligned16 && pairs_aligned && ep.act == Activation::kNone &&
+  const bool staged = c_unaligned16 && c_in_place(c) && ep.act == Activation::kNone &&
                       env_int("CUTE_GEMM_C_STAGED", 0, 1) != 0;
   const bool scratch = c_unaligned16 && !staged && env_int("CUTE_GEMM_C_SCRATCH", 0, 1) != 0;
   at::Tensor target = c_in_place(c) && !scratch ? c

@@ -503,9 +503,9 @@ C_ROW_MODES = {"staged": ("1", "1"), "scratch": ("0", "1"), "element-stores": ("
 def test_unaligned_c_rows(mode, dtype, monkeypatch):
     """C rows the TMA store cannot write (N % 8 != 0, odd and even; a misaligned out= view; bmm):
     the sm90 family stages each C chunk in shared memory and writes its rows from there (the
-    default where every row starts 4-byte aligned), or computes C into a padded scratch buffer and
-    copies it out (the default otherwise; CUTE_GEMM_C_STAGED=0), or stores single elements from
-    the accumulators (and CUTE_GEMM_C_SCRATCH=0). All three are right, give the same bits and
+    default; rows that start 4-byte aligned and rows that start 2 bytes past, odd ldc: every other
+    row), or computes C into a padded scratch buffer and copies it out (CUTE_GEMM_C_STAGED=0), or
+    stores single elements from the accumulators (and CUTE_GEMM_C_SCRATCH=0). All three are right, give the same bits and
     write nothing outside C; only the scratch path allocates. (M = 1
     runs unswapped here: the swapped decode path stores C's columns element by element and takes
     no scratch buffer; test_swapped_decode_path covers its out= views.)"""
@@ -521,7 +521,7 @@ def test_unaligned_c_rows(mode, dtype, monkeypatch):
     for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000), (640, 765, 192)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
         a, b = make_operand(m, k, "t", dtype), make_operand(k, n, "n", dtype)
-        for shift in (1, 2):  # rows offset by one element (2-byte stores) or two (4-byte pairs)
+        for shift in (1, 2):  # rows offset by one element (2 bytes past 4-byte alignment) or two
             buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
             out = buf[1:, shift:n + shift]  # never 16-byte aligned
             allocated, results = {}, {}
@@ -531,10 +531,8 @@ def test_unaligned_c_rows(mode, dtype, monkeypatch):
                 cute_gemm.mm(a, b, out=out)
                 allocated[setting] = allocations() - before
                 results[setting] = out.clone()
-            # Staged where every row starts 4-byte aligned, else the scratch buffer.
-            pairs_aligned = out.data_ptr() % 4 == 0 and (m == 1 or out.stride(0) % 2 == 0)
             assert allocated["scratch"] == allocated["element-stores"] + 1, allocated  # the scratch path did run
-            assert allocated["staged"] == allocated["element-stores" if pairs_aligned else "scratch"], allocated
+            assert allocated["staged"] == allocated["element-stores"], allocated  # staged: no scratch
             for setting in C_ROW_MODES:
                 assert torch.equal(results[setting], results[mode]), (m, n, k, shift, setting)
             assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
@@ -542,8 +540,9 @@ def test_unaligned_c_rows(mode, dtype, monkeypatch):
         bias = torch.randn(n, device="cuda").to(dtype)
         got = cute_gemm.addmm(bias, a, b, activation="relu")
         assert rel_err(got, torch.relu(a.double() @ b.double() + bias.double())) <= REL_BOUND[dtype]
-    # bmm into rows of 77 elements (scratch) and of 78 (staged: batch stride 200 * 78, rows 4-byte
-    # aligned but not 16); then a forced split-K (the last piece's epilogue writes the rows).
+    # bmm into rows of 77 elements (odd rows and odd batches 2 bytes past 4-byte alignment) and of
+    # 78 (batch stride 200 * 78, rows 4-byte aligned but not 16), staged; then a forced split-K (the
+    # last piece's epilogue writes the rows).
     for n in (77, 78):
         a = make_operand(3 * 200, 136, "n", dtype).view(3, 200, 136)
         b3 = make_operand(136, 3 * n, "n", dtype).view(136, 3, n).permute(1, 0, 2)
@@ -569,7 +568,8 @@ def offset_matrix(rows, cols, ld, offset, dtype, batch=None):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 def test_row_copies_match_torch_copies(family, dtype, monkeypatch):
     """The unaligned path's row copies (csrc/row_copy.cu: padded operand buffers; on the sm90 family
-    also a scratch C copied out) against torch's copy_ (CUTE_GEMM_ROW_COPY=0): the same bits, at
+    also a scratch C copied out, CUTE_GEMM_C_STAGED=0, where by default the consumers write C's rows
+    from the staging) against torch's copy_ (CUTE_GEMM_ROW_COPY=0): the same bits, at
     every element offset mod 8 of the operands' bases and rows and of the output's base, in every
     layout, batched too, into packed and padded output rows, and for rows shorter than a vector;
     right against float64, and nothing written outside the output view (NaN around and between
@@ -585,7 +585,8 @@ def test_row_copies_match_torch_copies(family, dtype, monkeypatch):
                 return offset_matrix(rows, cols, cols + offset % 3, offset, dtype, batch)
             return offset_matrix(cols, rows, rows + offset % 3, offset, dtype, batch).transpose(-1, -2)
         a, b = operand(m, k, layout[0], off), operand(k, n, layout[1], 7 - off)
-        for pad in (0, 3):  # packed output rows, then rows 3 elements apart
+        for pad, staged in itertools.product((0, 3), ("1", "0")):  # packed output rows, then 3 apart
+            monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
             outs = []
             for setting in ("0", "1"):
                 monkeypatch.setenv("CUTE_GEMM_ROW_COPY", setting)
@@ -595,9 +596,9 @@ def test_row_copies_match_torch_copies(family, dtype, monkeypatch):
                 out = body[:, :n] if batch is None else body[:, :n].view(batch, m, n)
                 (cute_gemm.mm if batch is None else cute_gemm.bmm)(a, b, out=out)
                 assert buf[:off + 1].isnan().all() and buf[off + 1 + rows * (n + pad):].isnan().all()
-                assert body[:, n:].isnan().all(), (m, n, k, off, layout, pad)
+                assert body[:, n:].isnan().all(), (m, n, k, off, layout, pad, staged)
                 outs.append(out.clone())
-            assert torch.equal(outs[0], outs[1]), (m, n, k, off, layout, pad)
+            assert torch.equal(outs[0], outs[1]), (m, n, k, off, layout, pad, staged)
             assert rel_err(outs[1], a.double() @ b.double()) <= REL_BOUND[dtype]
 
 

@@ -471,17 +471,17 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
         theirs = ACTS[activation](torch.addmm(bias, a, b))
         c = poisoned(lambda: cute_gemm.addmm(bias, a, b, activation=activation), (m, n), dtype)
         check(c, ref, dtype, theirs)
-        # Rows of n + 2 elements (no scratch buffer): written from the staged chunks by the
-        # consumers; rows of n + 1, stored from registers (CUTE_GEMM_C_STAGED=0); nothing is deferred.
-        for staged in ("1", "0"):
-            pad = 2 if staged == "1" else 1  # staged: rows 4-byte aligned (not 16)
+        # Rows of n + 2 elements (4-byte aligned, not 16) and n + 1 (every other row 2 bytes past):
+        # written from the staged chunks by the consumers (no activation: else stored as below); rows
+        # of n + 1 stored from registers (CUTE_GEMM_C_STAGED=0). No scratch buffer; nothing deferred.
+        for staged, pad in (("1", 2), ("1", 1), ("0", 1)):
             buf = nan_out((m, n + pad), dtype)
             monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", "0")
             monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
             direct = cute_gemm.addmm(bias, a, b, activation=activation, out=buf[:, :n])
             monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
             monkeypatch.delenv("CUTE_GEMM_C_STAGED")
-            assert torch.equal(direct, c), f"deferred and direct stores differ ({staged=}): {(direct != c).sum().item()} elements"
+            assert torch.equal(direct, c), f"deferred and direct stores differ ({staged=}, {pad=}): {(direct != c).sum().item()} elements"
             assert buf[:, n:].isnan().all()
 
 

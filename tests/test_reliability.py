@@ -184,7 +184,8 @@ PRIMES = [(521, 4099, 263), (4099, 521, 4099), (1, 4099, 521), (521, 1, 4099), (
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_prime_sizes(layout, family):
     """Every dimension a prime (rows not 16-byte aligned: the padded-copy path for the operands,
-    a padded scratch buffer for C in the sm90 family), mm and the fused addmm."""
+    C's rows written from the shared-memory staging in the sm90 family, or with an activation
+    computed into a padded scratch buffer and copied out), mm and the fused addmm."""
     for (m, n, k), dtype in zip(PRIMES, [torch.float16, torch.bfloat16] * 3):
         a, b = operand(m, k, layout[0], dtype), operand(k, n, layout[1], dtype)
         ref = a.double() @ b.double()
@@ -273,8 +274,10 @@ def digests(keep: list | None = None) -> dict:
                                                                         out_dtype=torch.float32)),
             "tf32": ({}, lambda a, b, bias: cute_gemm.mm(a.float(), b.float())),
             "bmm": ({}, lambda a, b, bias: cute_gemm.bmm(a.view(3, -1, a.shape[1]), b.expand(3, -1, -1))),
-            # N % 8 != 0: staged rows (N even), the scratch buffer and the element stores they replace.
+            # N % 8 != 0: staged rows (N even; N odd, half the rows 2-byte aligned), the scratch buffer
+            # and the element stores they replace.
             "staged": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :518])),
+            "staged_odd": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
             "scratch": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_STAGED": "0"},
                         lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
             "element_stores": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_STAGED": "0", "CUTE_GEMM_C_SCRATCH": "0"},
