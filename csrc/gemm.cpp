@@ -559,7 +559,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // chunks in shared memory as for the TMA store and write the rows themselves
   // (GemmParams::c_staged, sm90/kernel.h's write_staged_rows), rather than computing C into a
   // scratch buffer with padded rows and copying it out (one extra pass over C), which stays for C
-  // with an activation (below) and under CUTE_GEMM_C_STAGED=0. Either is cheaper than element
+  // with an activation (below), a C not written in place, and under CUTE_GEMM_C_STAGED=0. Either is cheaper than element
   // stores from the accumulators (session 6, device run 4; CUTE_GEMM_C_SCRATCH=0 takes those).
   // H100, bf16 mm, staged / scratch, us: session 25 (run 3) 2050^3 54.0 / 57.4, 1030^3 19.4 /
   // 21.1, 4096x4100x4096 248.9 / 264.7; session 26 (run 3), rows of odd ldc (every other row 2
@@ -626,8 +626,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1) != 0;
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
-  // not after a bias row's copy, nor before a scratch C's copy-out (session 17: 574^3, copies on
-  // both sides, ran 3 % slower with it).
+  // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (session 17:
+  // 574^3, copies on both sides, ran 3 % slower with it).
   p.pdl = env_int("CUTE_GEMM_PDL", 0, 1) != 0 && (!x.defined() || x.is_same(ep.x)) && target.is_same(c);
   // CUTE_GEMM_GROUP_M=<tile rows per group>; CUTE_GEMM_SM80_CONFIG / CUTE_GEMM_SM90_CONFIG=<row of
   // that family's configs.h> pin the tile (benchmarks, tests).

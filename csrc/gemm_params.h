@@ -42,8 +42,8 @@ struct GemmParams {
   int group_m = 8;           // GROUP_SIZE_M of the grouped tile order
   int grid_limit = 0;        // persistent kernels: most thread blocks to launch (the SM count)
   bool c_vector_ok = false;  // ldc, batch_c and c's base allow 16-byte stores
-  // SM90, 16-bit C whose rows TMA cannot store (not c_vector_ok) but all start 4-byte aligned: the
-  // consumers stage each C chunk in shared memory as for the TMA store and write its rows
+  // SM90, 16-bit C whose rows TMA cannot store (not c_vector_ok), written in place, no activation:
+  // the consumers stage each C chunk in shared memory as for the TMA store and write its rows
   // themselves, a thread per 16-byte unit of a row (sm90/kernel.h, write_slice), instead of
   // element stores straight from the accumulators.
   bool c_staged = false;

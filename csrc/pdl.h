@@ -1,5 +1,6 @@
 // Programmatic dependent launch (PDL), shared by the kernels launched with it (the SM90 GEMM and
-// the split-K counter zeroing): the launch attribute, and what such a kernel does first.
+// the split-K counter zeroing): the launch attribute, and what such a kernel does first; and the
+// trigger alone, for the row copy kernel (launched without it) that a GEMM follows.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,7 @@
 """A small run of every kernel path for compute-sanitizer (scripts/sanitize.sh): both families,
 every sm90 tile config, the four layouts, the fused epilogue (bias, full C, activation), fp32
-output, unaligned C rows (through the scratch buffer and from the accumulators), split-K, TF32,
+output, unaligned C rows (written from the shared-memory staging, odd row strides included; through
+the scratch buffer; from the accumulators), split-K, TF32,
 bmm and the narrow (4-byte cp.async) kernels; each result is checked against torch in float64.
 Shapes are small: under the sanitizer every launch is slow."""
 
@@ -86,9 +87,13 @@ def main():
             run_case(1100, 2560, 1500, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_SM90_CONFIG")
             os.environ.pop("CUTE_GEMM_STREAM_K")
+            # Unaligned C rows (staged by default) through the scratch buffer, then from the accumulators.
+            os.environ["CUTE_GEMM_C_STAGED"] = "0"
+            run_case(129, 1031, 64, "nt", torch.bfloat16)
             os.environ["CUTE_GEMM_C_SCRATCH"] = "0"
             run_case(129, 1031, 64, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_C_SCRATCH")
+            os.environ.pop("CUTE_GEMM_C_STAGED")
             # Operands TMA reads in place although their extent is not whole 16-byte vectors (the
             # last row ends where the allocation does), and K % 8 != 0 rows copied into a buffer
             # whose padding is never zeroed (TMA stops at K).
@@ -103,7 +108,7 @@ def main():
             poison = [torch.full((574, 576), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(6)]
             del poison
             run_case(574, 574, 574, "nn", torch.bfloat16)
-            cases += 5
+            cases += 6
         torch.backends.cuda.matmul.allow_tf32 = True
         a, b = torch.randn(129, 200, device="cuda"), torch.randn(200, 257, device="cuda")
         check(cute_gemm.mm(a, b), a, b)

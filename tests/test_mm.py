@@ -521,7 +521,7 @@ def test_unaligned_c_rows(mode, dtype, monkeypatch):
     for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000), (640, 765, 192)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
         a, b = make_operand(m, k, "t", dtype), make_operand(k, n, "n", dtype)
-        for shift in (1, 2):  # rows offset by one element (2 bytes past 4-byte alignment) or two
+        for shift in (1, 2):  # bases one or two elements past 16-byte alignment; rows of n + 3 elements
             buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
             out = buf[1:, shift:n + shift]  # never 16-byte aligned
             allocated, results = {}, {}

@@ -7,6 +7,7 @@ tied to the output dtype and, where torch computes the same thing in the same dt
 torch's own error. out= tensors are filled with NaN first, so an element left unwritten fails.
 """
 
+import itertools
 import zlib
 from pathlib import Path
 
@@ -419,7 +420,8 @@ def use_sm90_row(monkeypatch, config):
 def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
     """The sm90 epilogue walks a tile's accumulators in 64-column chunks: every tile config, on
     shapes with several tiles per block and edge tiles in M and N, for the TMA-store path, the
-    fp32 output and C rows that are not 16-byte aligned (element stores)."""
+    fp32 output and C rows that are not 16-byte aligned (with an activation through a scratch C,
+    without one written from the staging)."""
     use_sm90_row(monkeypatch, config)
     for (m, n, k), activation, dtype in [((300, 520, 200), "gelu", torch.bfloat16),
                                          ((1500, 1104, 72), "silu", torch.float16),
@@ -439,7 +441,7 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
         for col in (0, 1, n - 2, n - 1):
             assert rel_err(c[:, col], ref[:, col]) <= 4 * REL_BOUND[dtype], col
         check(call(out_dtype=torch.float32), ref, torch.float32)
-        # Rows of n + 1 elements (not 16-byte aligned: element stores), and of a multiple of 8
+        # Rows of n + 1 elements (not 16-byte aligned: a scratch C or the staging), and of a multiple of 8
         # elements past n (16-byte rows, a partial 16-byte unit at each row's end).
         for pad in (1, 8 - n % 8 + 8):
             buf = nan_out((m + 1, n + pad), dtype)
@@ -455,8 +457,9 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
 def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatch):
     """With more tiles than blocks, the sm90 kernel stores part of a tile's 16-bit C under the
     next tile's main loop (from registers, after the activation); a block's last tile and C rows
-    that TMA cannot store (staged rows or element stores, no scratch buffer) store it at once. Every path must
-    give the same bits, and match torch's unfused act(addmm)."""
+    that TMA cannot store (element stores with the activation; without one, rows written from the
+    staging) store it at once. Every path must give the same bits, and match torch's unfused
+    act(addmm)."""
     use_sm90_row(monkeypatch, config)
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
     # The consumers' own epilogue (the activation warps' is test_addmm_activation_warps).
@@ -471,17 +474,20 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
         theirs = ACTS[activation](torch.addmm(bias, a, b))
         c = poisoned(lambda: cute_gemm.addmm(bias, a, b, activation=activation), (m, n), dtype)
         check(c, ref, dtype, theirs)
-        # Rows of n + 2 elements (4-byte aligned, not 16) and n + 1 (every other row 2 bytes past):
-        # written from the staged chunks by the consumers (no activation: else stored as below); rows
-        # of n + 1 stored from registers (CUTE_GEMM_C_STAGED=0). No scratch buffer; nothing deferred.
-        for staged, pad in (("1", 2), ("1", 1), ("0", 1)):
+        cases = [(activation, c)]
+        if activation == "relu":  # once per row and dtype: the plain addmm, deferred and staged
+            plain = poisoned(lambda: cute_gemm.addmm(bias, a, b), (m, n), dtype)
+            check(plain, addmm_ref(bias, a, b, 1, 1, None), dtype)
+            cases.append((None, plain))
+        # Rows of n + 2 elements (4-byte aligned, not 16) and n + 1 (every other row 2 bytes past).
+        # With an activation: stored from registers (CUTE_GEMM_C_SCRATCH=0: no scratch buffer);
+        # without one: written from the staged chunks by the consumers. Nothing deferred.
+        for (act, want), pad in itertools.product(cases, (2, 1)):
             buf = nan_out((m, n + pad), dtype)
             monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", "0")
-            monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
-            direct = cute_gemm.addmm(bias, a, b, activation=activation, out=buf[:, :n])
+            direct = cute_gemm.addmm(bias, a, b, activation=act, out=buf[:, :n])
             monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
-            monkeypatch.delenv("CUTE_GEMM_C_STAGED")
-            assert torch.equal(direct, c), f"deferred and direct stores differ ({staged=}, {pad=}): {(direct != c).sum().item()} elements"
+            assert torch.equal(direct, want), f"deferred and direct stores differ ({act=}, {pad=}): {(direct != want).sum().item()} elements"
             assert buf[:, n:].isnan().all()
 
 

@@ -145,7 +145,7 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
 // Session 17 (device run 1, with PDL): the smallest problems (at most four 128x128 tiles, K too
 // short to split) take row 5, whose 64x64 tiles make four times the blocks of row 3: 256^3 bf16
 // 2.8 us against 3.6 us (0.99x torch.mm against 0.76x). Measured with PDL on, as every call
-// launches unless it copies operands or CUTE_GEMM_PDL=0.
+// launches unless it copies a bias in or a scratch C out, or CUTE_GEMM_PDL=0.
 // Session 22 (device run 6, bf16, us): row 7's 128x192 tiles where the 2x1 cluster row's last
 // wave is short and row 7's waves are full: 3072^3 106.2 -> 88.6 (0.80x -> 0.95x torch.mm),
 // 3072x3072x4096 136.8 -> 117.6 (0.84x -> 0.98x), 1536x6144x4096 141.3 -> 121.5 (0.83x ->
