@@ -437,11 +437,11 @@ bool c_in_place(const at::Tensor& c3) {
   return (c3.stride(2) == 1 || n == 1) && (c3.stride(1) >= n || m == 1) && c3.stride(1) >= 0 && c3.stride(0) >= 0;
 }
 
-// C (L, M, N) is written in place and every row starts `bytes`-aligned: its base, and its row
+// C (L, M, N) is written in place and every row starts 16-byte aligned: its base, and its row
 // and batch strides where there are several rows or batches.
-bool c_rows_start_aligned(const at::Tensor& c3, int64_t bytes) {
-  const int64_t elems = bytes / c3.element_size();
-  return c_in_place(c3) && reinterpret_cast<uintptr_t>(c3.data_ptr()) % bytes == 0 &&
+bool c_rows_start_aligned16(const at::Tensor& c3) {
+  const int64_t elems = 16 / c3.element_size();
+  return c_in_place(c3) && reinterpret_cast<uintptr_t>(c3.data_ptr()) % 16 == 0 &&
          (c3.size(1) == 1 || c3.stride(1) % elems == 0) && (c3.size(0) == 1 || c3.stride(0) % elems == 0);
 }
 
@@ -559,14 +559,15 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // chunks in shared memory as for the TMA store and write the rows themselves
   // (GemmParams::c_staged, sm90/kernel.h's write_staged_rows), rather than computing C into a
   // scratch buffer with padded rows and copying it out (one extra pass over C), which stays for C
-  // with an activation (below), a C not written in place, and under CUTE_GEMM_C_STAGED=0. Either is cheaper than element
-  // stores from the accumulators (session 6, device run 4; CUTE_GEMM_C_SCRATCH=0 takes those).
+  // with an activation (below), a C not written in place, and under CUTE_GEMM_C_STAGED=0. Either
+  // is cheaper than element stores from the accumulators (session 6, device run 4;
+  // CUTE_GEMM_C_SCRATCH=0 takes those).
   // H100, bf16 mm, staged / scratch, us: session 25 (run 3) 2050^3 54.0 / 57.4, 1030^3 19.4 /
   // 21.1, 4096x4100x4096 248.9 / 264.7; session 26 (run 3), rows of odd ldc (every other row 2
   // bytes past 4-byte alignment, written in 4-byte pairs across the staged words): 1031^3 18.8 /
   // 20.1, 4096x4095x4096 220.2 / 225.7, 4097x4095x4103 280.5 / 281.6, 2050x2051x2048 45.2 / 45.1
   // (run 2, with 2-byte stores at every unit's ends: 47.3 / 43.6, and 1031^3 18.7 / 21.1).
-  const bool rows_aligned = c_rows_start_aligned(c, 16) && N % kVec == 0;
+  const bool rows_aligned = c_rows_start_aligned16(c) && N % kVec == 0;
   const bool c_unaligned16 = sm90 && !swap && !c_f32 && !tf32 && !rows_aligned;
   // Not with an activation: the scratch C's aligned rows let the activation warps (128x256 tiles)
   // apply it under the next main loop, which the staged rows cannot (unmeasured against each other).

@@ -505,8 +505,8 @@ def test_unaligned_c_rows(mode, dtype, monkeypatch):
     the sm90 family stages each C chunk in shared memory and writes its rows from there (the
     default; rows that start 4-byte aligned and rows that start 2 bytes past, odd ldc: every other
     row), or computes C into a padded scratch buffer and copies it out (CUTE_GEMM_C_STAGED=0), or
-    stores single elements from the accumulators (and CUTE_GEMM_C_SCRATCH=0). All three are right, give the same bits and
-    write nothing outside C; only the scratch path allocates. (M = 1
+    stores single elements from the accumulators (and CUTE_GEMM_C_SCRATCH=0). All three are
+    right, give the same bits and write nothing outside C; only the scratch path allocates. (M = 1
     runs unswapped here: the swapped decode path stores C's columns element by element and takes
     no scratch buffer; test_swapped_decode_path covers its out= views.)"""
     use_family(monkeypatch, "sm90")

@@ -66,13 +66,13 @@ CUTE_DEVICE int fresh_tid_x() {
 // whole units), a warp consecutive units along the rows, and stores them in the widest pieces the
 // address allows: 16, 8 or 4 bytes. A row that starts 2 bytes past a 4-byte boundary (every
 // other row of an odd ldc) is written in aligned 4-byte pairs too, each straddling two of the
-// unit's words, the last one with the next unit's first element (read from the staging); only a chunk row's
-// first and last elements go alone (2-byte stores of a word another store completes cost more:
-// session 26). Element by element at the row's end (bounded by N); rows past M skipped. Called by
-// the 128 threads after the barrier that follows the staging; the next staging's barrier orders
-// these reads before it. Inlined: made __noinline__, the call's register saves made ptxas spill
-// the tile cursor (40 bytes) in the 128x256 cluster kernel, which spills nothing inlined, and the
-// file compiled no faster (session 26).
+// unit's words, the last one with the next unit's first element (read from the staging); only a
+// chunk row's first and last elements go alone (2-byte stores of a word another store completes
+// cost more: session 26). Element by element at the row's end (bounded by N); rows past M
+// skipped. Called by the 128 threads after the barrier that follows the staging; the next
+// staging's barrier orders these reads before it. Inlined: made __noinline__, the call's register
+// saves made ptxas spill the tile cursor (40 bytes) in the 128x256 cluster kernel, which spills
+// nothing inlined, and the file compiled no faster (session 26).
 template <class Tr, class SmemC>
 CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CElement* base, int64_t ldc,
                                    int row0, int col0, int m, int n) {
@@ -90,43 +90,37 @@ CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CEleme
     CE* dst = base + int64_t(grow) * ldc + gcol;
     uint16_t* d = reinterpret_cast<uint16_t*>(dst);
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};  // element 2i: word i's low half
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
-    if (addr % 4 == 0) {
-      if (gcol + 8 <= n) {
-        if (addr % 16 == 0) {
-          *reinterpret_cast<uint4*>(dst) = v;
-        } else if (addr % 8 == 0) {
-          reinterpret_cast<uint2*>(dst)[0] = make_uint2(v.x, v.y);
-          reinterpret_cast<uint2*>(dst)[1] = make_uint2(v.z, v.w);
-        } else {
-          uint32_t* p = reinterpret_cast<uint32_t*>(dst);
-          p[0] = v.x, p[1] = v.y, p[2] = v.z, p[3] = v.w;
-        }
-      } else {
-        CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) {
-          if (gcol + e < n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
-        }
+    // A row 2 bytes past a 4-byte boundary is written in pairs (1, 2), (3, 4), (5, 6), (7, the
+    // next unit's 0); its element 0 is the previous unit's last pair's high half, but in a chunk
+    // row's first unit.
+    const bool odd = reinterpret_cast<uintptr_t>(dst) % 4 != 0;
+    if (odd && cc == 0) d[0] = uint16_t(v.x);
+    if (gcol + 8 > n) {  // the row's end: element by element (an odd row's element 0 is written)
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) {
+        if (e >= int(odd) && gcol + e < n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
       }
-    } else {  // 2 bytes past a 4-byte boundary: pairs (1, 2), (3, 4), (5, 6), (7, the next unit's 0)
-      // Element 0 is the previous unit's last pair's high half, but in a chunk row's first unit.
-      if (cc == 0) d[0] = uint16_t(v.x);
-      if (gcol + 8 <= n) {
-        uint32_t* pairs = reinterpret_cast<uint32_t*>(d + 1);
-        pairs[0] = __funnelshift_r(v.x, v.y, 16);
-        pairs[1] = __funnelshift_r(v.y, v.z, 16);
-        pairs[2] = __funnelshift_r(v.z, v.w, 16);
-        if (cc + 8 < Tr::kChunkN && gcol + 8 < n) {  // the next unit's first element: a whole pair
-          const uint32_t next = *reinterpret_cast<const uint16_t*>(&sCchunk(r, cc + 8));
-          pairs[3] = __funnelshift_r(v.w, next, 16);
-        } else {
-          d[7] = uint16_t(v.w >> 16);
-        }
+    } else if (!odd) {
+      const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
+      if (addr % 16 == 0) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else if (addr % 8 == 0) {
+        reinterpret_cast<uint2*>(dst)[0] = make_uint2(v.x, v.y);
+        reinterpret_cast<uint2*>(dst)[1] = make_uint2(v.z, v.w);
       } else {
-        CUTE_UNROLL
-        for (int e = 1; e < 8; ++e) {
-          if (gcol + e < n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
-        }
+        uint32_t* p = reinterpret_cast<uint32_t*>(dst);
+        p[0] = v.x, p[1] = v.y, p[2] = v.z, p[3] = v.w;
+      }
+    } else {
+      uint32_t* pairs = reinterpret_cast<uint32_t*>(d + 1);
+      pairs[0] = __funnelshift_r(v.x, v.y, 16);
+      pairs[1] = __funnelshift_r(v.y, v.z, 16);
+      pairs[2] = __funnelshift_r(v.z, v.w, 16);
+      if (cc + 8 < Tr::kChunkN && gcol + 8 < n) {  // the next unit's first element: a whole pair
+        const uint32_t next = *reinterpret_cast<const uint16_t*>(&sCchunk(r, cc + 8));
+        pairs[3] = __funnelshift_r(v.w, next, 16);
+      } else {
+        d[7] = uint16_t(v.w >> 16);
       }
     }
   }
