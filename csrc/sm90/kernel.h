@@ -8,6 +8,10 @@
 // Included only by csrc/instantiations/sm90_*.cu.
 #pragma once
 
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "sm90/kernel_stub.h"  // another arch's device pass: the kernels' names only
+#else
+
 #include <algorithm>
 #include <limits>
 #include <cuda_runtime.h>
@@ -22,7 +26,8 @@
 #include "sm90/traits.h"
 #include "tile_scheduler.h"
 
-// WGMMA and setmaxnreg exist only in the arch-specific sm_90a target; other targets get a stub.
+// WGMMA and setmaxnreg exist only in the arch-specific sm_90a target: the only device pass that
+// reaches here (other arches take kernel_stub.h above); the host pass leaves the body out.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define CUTE_GEMM_SM90_ENABLED 1
 #endif
@@ -93,7 +98,8 @@ CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CEleme
     // A row 2 bytes past a 4-byte boundary is written in pairs (1, 2), (3, 4), (5, 6), (7, the
     // next unit's 0); its element 0 is the previous unit's last pair's high half, but in a chunk
     // row's first unit.
-    const bool odd = reinterpret_cast<uintptr_t>(dst) % 4 != 0;
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
+    const bool odd = addr % 4 != 0;
     if (odd && cc == 0) d[0] = uint16_t(v.x);
     if (gcol + 8 > n) {  // the row's end: element by element (an odd row's element 0 is written)
       CUTE_UNROLL
@@ -101,7 +107,6 @@ CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CEleme
         if (e >= int(odd) && gcol + e < n) d[e] = uint16_t(w[e / 2] >> (16 * (e % 2)));
       }
     } else if (!odd) {
-      const uintptr_t addr = reinterpret_cast<uintptr_t>(dst);
       if (addr % 16 == 0) {
         *reinterpret_cast<uint4*>(dst) = v;
       } else if (addr % 8 == 0) {
@@ -763,3 +768,5 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
 
 #define CUTE_GEMM_SM90_INSTANTIATE(D, AK, BK, CFG) \
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
+
+#endif  // another arch's device pass
