@@ -162,13 +162,16 @@ def test_narrow_rows(tmp_path):
 
 
 # The swapped decode row (sm90::kSwapConfig, M <= 16 run as C^T = B^T A^T): its K slices on 132
-# SMs, the problem as the kernel sees it (N rows of 128, M columns). Session 19, H200 device
-# runs 14-15: 16x4096x4096 13.9 us (0.98x torch.mm) on 32 tiles x 4 slices.
+# SMs, the problem as the kernel sees it (N rows of 128, M columns). Session 28, H100 (forced
+# slices, µs): 16x4096x4096 16.5 on 1 slice against 17.9 on 4 (the rule's pick until then);
+# 16x8192x8192 52.3 on 2 against 55.1 on 1 and 55.5 on 4.
 SWAP_SPLITS = {
-    (4096, 16, 4096): 4,     # 32 tiles: 4 slices fill 128 SMs
+    (4096, 16, 4096): 1,     # 32 tiles, but 64 k-tiles: a slice keeps at least 64
+    (8192, 16, 8192): 2,     # 64 tiles of 128 k-tiles: 2 slices fill 128 SMs
+    (4096, 16, 8192): 2,     # 32 tiles of 128 k-tiles (test_mm's swapped split-K case)
     (14336, 16, 4096): 1,    # 112 tiles
     (28672, 1, 8192): 1,     # 224 tiles
-    (1024, 16, 1024): 1,     # 8 tiles, but 16 k-tiles: a slice keeps at least 16
+    (1024, 16, 1024): 1,     # 8 tiles, but 16 k-tiles
 }
 
 

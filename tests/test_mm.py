@@ -789,8 +789,8 @@ def test_swapped_decode_path(monkeypatch):
         for m, n, k in itertools.product([1, 2, 7, 16], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
             for lb in "nt":
                 check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
-        # Split-K (16x4096x4096: 32 tiles of 128 columns, 4 K slices): reproducible bits.
-        check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 4096, "t", dtype))
+        # Split-K (16x4096x8192: 32 tiles of 128 columns, 128 K tiles in 2 slices): reproducible bits.
+        check_reproducible(make_operand(16, 8192, "n", dtype), make_operand(8192, 4096, "t", dtype))
         a, b = make_operand(9, 300, "n", dtype), make_operand(300, 520, "t", dtype)
         ref = a.double() @ b.double()
         buf = torch.full((9, 530), float("nan"), dtype=dtype, device="cuda")

@@ -52,14 +52,21 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // same): the one-consumer tiles (rows 4 and 5, rows M <= 64) are never split. Its decode shapes stream B,
 // and slices saved less than the partials and the counters' zeroing cost: 64x8192x8192 0.91x ->
 // 0.92-0.94x unsplit, 16x4096x4096 0.84-0.85x either way.
+//
+// Session 28 (H100, the benchmark's rotated operands, CUTE_GEMM_SPLITS forced): the swapped decode
+// row's slices keep at least 64 K tiles. Its 16 K tiles a slice (from the rule above) lost to one
+// slice wherever K = 4096: 16x4096x4096 17.9 us on 4 slices, 16.5 on 1 (torch.mm 17.5); 8x and
+// 1x4096x4096 17.2 against 15.8; 2 and 3 slices in between. At 16x8192x8192 (64 tiles, 128 K
+// tiles) 2 slices stay the best: 52.3 us against 55.1 on 1 and 55.5 on 3 or 4.
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
   const TileConfig& c = kConfigs[cfg];
   if (c.consumers < 2 && cfg != kSwapConfig) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
+  const long long min_slice = cfg == kSwapConfig ? 64 : 16;  // K tiles a slice keeps
   long long s = num_sms / tiles;
   s = s < 4 ? s : 4;
-  s = s < k_tiles / 16 ? s : k_tiles / 16;
+  s = s < k_tiles / min_slice ? s : k_tiles / min_slice;
   return s > 1 ? int(s) : 1;
 }
 
