@@ -5,7 +5,8 @@ these picks must change this table too, with the measurement behind it. Host com
 from host_cpp import build_and_run, needs_cxx
 
 # (M, N, K): (config row, K slices). Rows: 0 128x256, 1 128x128, 2 128x256 in 2x1 clusters,
-# 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192, 8 192x192 three consumers.
+# 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192, 8 192x192 three consumers,
+# 9 128x128 in 2x1 clusters.
 PICKS = {
     (1024, 1024, 1024): (4, 1),     # short K, 128x128 tiles fill at most half the SMs (session 6)
     (2048, 2048, 2048): (0, 1),     # about one wave of 128x256 tiles
@@ -22,8 +23,20 @@ PICKS = {
     (64, 8192, 8192): (5, 1),       # 64x64 tiles fill the SMs better (session 13)
     (128, 8192, 8192): (3, 1),      # one row of tiles (session 4)
     (128, 4096, 14336): (3, 2),
-    (512, 1024, 8192): (1, 4),      # few tiles, long K: split-K (session 4)
-    (256, 7168, 2048): (1, 1),
+    (512, 1024, 8192): (9, 4),      # few tiles, long K: split-K (session 4), in clusters (session 30)
+    (256, 7168, 2048): (9, 1),      # 112 tiles: the cluster tile (session 30)
+    # Session 30 (H100, bf16, us, row 1 / row 9): the cluster tile where its blocks busy two
+    # thirds of the SMs (sm90::cluster128_pays) ...
+    (1024, 1024, 8192): (9, 2),     # 36.5 / 34.7
+    (512, 2048, 4096): (9, 2),      # 22.3 / 21.2
+    (768, 1024, 8192): (9, 2),      # 34.3 / 33.0
+    # ... and not on 64 blocks.
+    (256, 1024, 8192): (1, 4),      # 19.9 / 21.2
+    (512, 512, 8192): (1, 4),       # 19.3 / 20.8
+    (384, 1024, 8192): (1, 4),      # three tile rows: a pair would compute an empty tile
+    (1024, 2048, 1024): (1, 1),     # short K: 9.7 / 10.6
+    (2048, 1024, 2048): (1, 1),     # 15.9 / 16.9
+    (256, 4096, 4096): (9, 2),      # 26.3 / 24.8
     (574, 574, 574): (4, 1),
     (2050, 2050, 2050): (8, 1),     # past one wave of 128x256 tiles, one of 192x192 (session 24)
     (2056, 2056, 2056): (8, 1),
@@ -162,16 +175,23 @@ def test_narrow_rows(tmp_path):
 
 
 # The swapped decode row (sm90::kSwapConfig, M <= 16 run as C^T = B^T A^T): its K slices on 132
-# SMs, the problem as the kernel sees it (N rows of 128, M columns). Session 28, H100 (forced
-# slices, µs): 16x4096x4096 16.5 on 1 slice against 17.9 on 4 (the rule's pick until then);
-# 16x8192x8192 52.3 on 2 against 55.1 on 1 and 55.5 on 4.
+# SMs, the problem as the kernel sees it (N rows of 128, M columns): all or nothing (configs.h has
+# the measurements, sessions 28-30, H100, forced slices).
 SWAP_SPLITS = {
-    (4096, 16, 4096): 1,     # 32 tiles, but 64 k-tiles: a slice keeps at least 64
-    (8192, 16, 8192): 2,     # 64 tiles of 128 k-tiles: 2 slices fill 128 SMs
-    (4096, 16, 8192): 2,     # 32 tiles of 128 k-tiles (test_mm's swapped split-K case)
+    (4096, 16, 4096): 1,     # 32 tiles: 4 slices would keep 16 k-tiles, under 64
+    (4096, 16, 8192): 1,     # 32 tiles: 4 slices of 32 k-tiles; 2 slices lost to both 1 and 4
+    (4096, 16, 16384): 4,    # 32 tiles: 4 slices of 64 k-tiles
+    (8192, 16, 4096): 1,     # 64 tiles: 2 slices of 32
+    (8192, 16, 8192): 2,     # 64 tiles: 2 slices of 64 fill 128 SMs
+    (6144, 16, 8192): 1,     # 48 tiles: 2 slices would busy 96 SMs (40.1 against 44.3 us)
+    (2048, 16, 4096): 4,     # 16 tiles: slices of 16 k-tiles suffice (test_mm's swapped split-K case)
+    (2048, 16, 2048): 4,     # 16 tiles: slices of 8 (8.3 against 9.1 us unsplit)
+    (2048, 16, 16384): 4,
     (14336, 16, 4096): 1,    # 112 tiles
+    (16384, 16, 8192): 1,    # 128 tiles
     (28672, 1, 8192): 1,     # 224 tiles
-    (1024, 16, 1024): 1,     # 8 tiles, but 16 k-tiles
+    (1024, 16, 1024): 1,     # 8 tiles, but 16 k-tiles: 4 slices of 4
+    (1024, 16, 4096): 4,     # 8 tiles: 8.6 against 15.4 us unsplit
 }
 
 

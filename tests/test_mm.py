@@ -133,7 +133,8 @@ def test_every_tile_config(family_config, layout, monkeypatch):
 SPLIT_SHAPES = [(16, 4096, 1024), (300, 520, 2056), (129, 257, 4104)]
 
 
-@pytest.mark.parametrize("config", [None, 2, 3, 7], ids=["auto-tile", "cluster-tile", "128x64-tile", "128x192-tile"])
+@pytest.mark.parametrize("config", [None, 2, 3, 7, 9],
+                         ids=["auto-tile", "cluster-tile", "128x64-tile", "128x192-tile", "128x128-cluster-tile"])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_split_k(splits, config, layout, monkeypatch):
@@ -789,8 +790,8 @@ def test_swapped_decode_path(monkeypatch):
         for m, n, k in itertools.product([1, 2, 7, 16], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
             for lb in "nt":
                 check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
-        # Split-K (16x4096x8192: 32 tiles of 128 columns, 128 K tiles in 2 slices): reproducible bits.
-        check_reproducible(make_operand(16, 8192, "n", dtype), make_operand(8192, 4096, "t", dtype))
+        # Split-K (16x2048x4096: 16 tiles of 128 columns, 64 K tiles in 4 slices): reproducible bits.
+        check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
         a, b = make_operand(9, 300, "n", dtype), make_operand(300, 520, "t", dtype)
         ref = a.double() @ b.double()
         buf = torch.full((9, 530), float("nan"), dtype=dtype, device="cuda")

@@ -25,6 +25,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 6 */ {128, 16, 64, 11, 1, 1, "128x16x64_s11_c1"},     // decode, operands swapped: 128 of N x 16 of M
     /* 7 */ {128, 192, 64, 5, 2, 1, "128x192x64_s5_c2"},     // 2 x (64x192): fills the waves where row 0's leave a short last one
     /* 8 */ {192, 192, 64, 4, 3, 1, "192x192x64_s4_c3"},     // 3 x (64x192): one wave where 128x256 tiles just pass one
+    /* 9 */ {128, 128, 64, 6, 2, 2, "128x128x64_s6_c2_m2"},  // row 1 + 2x1 cluster: B multicast, a quarter less L2 traffic
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the
@@ -53,20 +54,35 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // and slices saved less than the partials and the counters' zeroing cost: 64x8192x8192 0.91x ->
 // 0.92-0.94x unsplit, 16x4096x4096 0.84-0.85x either way.
 //
-// Session 28 (H100, the benchmark's rotated operands, CUTE_GEMM_SPLITS forced): the swapped decode
-// row's slices keep at least 64 K tiles. Its 16 K tiles a slice (from the rule above) lost to one
-// slice wherever K = 4096: 16x4096x4096 17.9 us on 4 slices, 16.5 on 1 (torch.mm 17.5); 8x and
-// 1x4096x4096 17.2 against 15.8; 2 and 3 slices in between. At 16x8192x8192 (64 tiles, 128 K
-// tiles) 2 slices stay the best: 52.3 us against 55.1 on 1 and 55.5 on 3 or 4.
+// The swapped decode row (128x16 tiles of C^T) splits all or nothing: as many slices as fill the
+// SMs (up to 4), or none. With fewer than 32 tiles (B streamed by under a quarter of the SMs) it
+// splits where each slice keeps 8 K tiles; with more, only where the slices busy 7/8 of the SMs
+// and each keeps 64 K tiles. Sessions 28-30 (H100, the benchmark's rotated operands,
+// CUTE_GEMM_SPLITS forced, bf16, us, 1 / 2 / 4 slices; torch.mm):
+//   8-24 tiles: 16x1024x4096 15.4 / 11.6 / **8.6** (8.4), 16x2048x2048 9.1 / 8.2 / 8.3 (6.5),
+//     16x2048x4096 15.6 / 11.6 / **11.5** (11.1), 16x2048x8192 27.7 / 18.0 / **17.9** (16.9),
+//     16x3072x4096 16.1 / 15.3 / 15.3 (14.2);
+//   32 tiles: 16x4096x4096 **16.0** / 17.5 / 17.3 (16.7), 16x4096x8192 **29.2** / 30.7 / 29.3
+//     (28.6), 16x4096x16384 56.1 / 57.0 / **52.1** (50.8);
+//   48 tiles (2 slices busy 96 SMs): 16x6144x8192 **40.1** / 44.3 (42.2);
+//   64 tiles (2 slices busy 128): 16x8192x4096 **27.9** / 28.6 (26.3), 16x8192x8192 54.7 /
+//     **51.8** (49.2), 16x8192x16384 103.7 / **95.8** (92.6);
+//   128 tiles: 16x16384x8192 **92.9** / 98.8 (91.6).
+// 1x rows alike (1x4096x8192 **28.5** / 30.0 / 29.1). Two slices of 32 tiles lost to both one
+// and four wherever measured. The rule before (the most slices keeping 64 K tiles) ran
+// 16x2048x4096 unsplit and split 16x4096x8192 and 16x6144x8192 in two.
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
   const TileConfig& c = kConfigs[cfg];
   if (c.consumers < 2 && cfg != kSwapConfig) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
-  const long long min_slice = cfg == kSwapConfig ? 64 : 16;  // K tiles a slice keeps
   long long s = num_sms / tiles;
   s = s < 4 ? s : 4;
-  s = s < k_tiles / min_slice ? s : k_tiles / min_slice;
+  if (cfg == kSwapConfig) {
+    if (s < 2) return 1;
+    return (tiles < 32 ? k_tiles / s >= 8 : k_tiles / s >= 64 && 8 * tiles * s >= 7LL * num_sms) ? int(s) : 1;
+  }
+  s = s < k_tiles / 16 ? s : k_tiles / 16;  // K tiles a slice keeps
   return s > 1 ? int(s) : 1;
 }
 
@@ -169,6 +185,29 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
   return 877 * waves7 < 1000 * waves2;
 }
 
+// Session 30 (H100, bf16, the benchmark's rotated operands, us, row 1 / row 9 at the K slices
+// the rule gives both; torch.mm): row 9 (row 1's 128x128 tile in 2x1 clusters, B multicast: 24 KB
+// of L2 reads per block and k-tile instead of 32) where its blocks (tiles x slices) busy two
+// thirds of the SMs or more and K is long (64 K tiles; 32 with two tile rows):
+//   512x1024x8192 (32 tiles x 4 slices) 25.6 / 24.7 and 25.9 / 24.5 (21.5), 1024x1024x8192 (64 x
+//   2) 36.5 / 34.7 (27.9), 512x2048x4096 (64 x 2) 22.3 / 21.2 (18.1), 768x1024x8192 (48 x 2) 34.3
+//   / 33.0 (42.0), 256x4096x4096 (64 x 2) 26.3 / 24.8 (20.0), 256x2048x4096 (32 x 4) 18.6 / 18.3
+//   (13.3), 256x7168x2048 (112 x 1) 18.1 / 17.6 and 18.0 / 17.5 (19.3), 512x4096x4096 (128 x 1)
+//   29.7 / 29.6 (27.7), 1536x512x4096 (48 x 2) 21.7 / 21.8 (15.8).
+// Shorter K loses: 1024x2048x1024 9.7 / 10.6, 2048x1024x2048 15.9 / 16.9, 768x2048x2048 14.6 /
+// 15.1, 1024x1024x2048 15.1 / 15.6, 512x3072x1024 9.7 / 9.9 (512x1536x2048 14.6 both). So do
+// fewer blocks: 256x1024x8192 and 512x512x8192 (16 x 4) 19.9 / 21.2 and 19.3 / 20.8, where the L2
+// is not what limits them and the pair's coupling costs. Only with whole pairs of tile rows (an
+// odd one would compute an empty tile per column) and at most a wave of tiles (the range measured).
+inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
+  const TileConfig& c = kConfigs[9];
+  const long long rows = (m + c.bm - 1) / c.bm;
+  const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
+  const long long k_tiles = (k + c.bk - 1) / c.bk;
+  return rows % 2 == 0 && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
+         3 * tiles * choose_splits(m, n, k, batch, 9, num_sms) >= 2LL * num_sms;
+}
+
 // Session 24: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
 // cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
 // each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
@@ -186,7 +225,7 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) return 5;
   if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
   if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) return 4;
-  return 1;
+  return cluster128_pays(m, n, k, batch, num_sms) ? 9 : 1;
 }
 
 }  // namespace cute_gemm::sm90
