@@ -69,17 +69,21 @@ def main():
         if family == "sm90":
             # Several tiles per block on the 128x256 rows (the late C pair: two chunks written in
             # one unit's epilogue, fenced and stored under the next unit's main loop) and on row 7
-            # (six chunks, all stored under the next main loop).
-            for config in ("0", "2", "7"):
+            # (six chunks, all stored under the next main loop); and on row 9 (128x128 tiles in 2x1
+            # clusters), then split into 3 K slices there.
+            for config in ("0", "2", "7", "9"):
                 os.environ["CUTE_GEMM_SM90_CONFIG"] = config
                 run_case(2100, 2400, 320, "nt", torch.bfloat16)
+            os.environ["CUTE_GEMM_SPLITS"] = "3"
+            run_case(300, 520, 2056, "nn", torch.bfloat16)
+            os.environ.pop("CUTE_GEMM_SPLITS")
             os.environ.pop("CUTE_GEMM_SM90_CONFIG")
-            cases += 3
+            cases += 5
             os.environ["CUTE_GEMM_SPLITS"] = "3"
             run_case(16, 1024, 2048, "nt", torch.bfloat16)  # M <= 16: the swapped decode path, split
             os.environ.pop("CUTE_GEMM_SPLITS")
             run_case(5, 1031, 200, "nn", torch.bfloat16)  # swapped, one slice, B copied (N odd)
-            run_case(16, 4096, 4096, "nt", torch.float16)  # swapped, the rule's 4 slices
+            run_case(16, 2048, 4096, "nt", torch.float16)  # swapped, the rule's 4 slices (16 tiles)
             cases += 2
             # The stream-K tail (128x64 tiles: more than one wave, pieces of up to three blocks).
             os.environ["CUTE_GEMM_STREAM_K"] = "1"
