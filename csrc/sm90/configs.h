@@ -56,8 +56,8 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 //
 // The swapped decode row (128x16 tiles of C^T) splits all or nothing: as many slices as fill the
 // SMs (up to 4), or none. With fewer than 32 tiles (B streamed by under a quarter of the SMs) it
-// splits where each slice keeps 8 K tiles; with more, only where the slices busy 7/8 of the SMs
-// and each keeps 64 K tiles. Sessions 28-30 (H100, the benchmark's rotated operands,
+// splits where each slice keeps 8 K tiles; with 32 or more, only where the slices busy 7/8 of the
+// SMs and each keeps 64 K tiles. Sessions 28-30 (H100, the benchmark's rotated operands,
 // CUTE_GEMM_SPLITS forced, bf16, us, 1 / 2 / 4 slices; torch.mm):
 //   8-24 tiles: 16x1024x4096 15.4 / 11.6 / **8.6** (8.4), 16x2048x2048 9.1 / 8.2 / 8.3 (6.5),
 //     16x2048x4096 15.6 / 11.6 / **11.5** (11.1), 16x2048x8192 27.7 / 18.0 / **17.9** (16.9),
@@ -192,20 +192,25 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
 //   512x1024x8192 (32 tiles x 4 slices) 25.6 / 24.7 and 25.9 / 24.5 (21.5), 1024x1024x8192 (64 x
 //   2) 36.5 / 34.7 (27.9), 512x2048x4096 (64 x 2) 22.3 / 21.2 (18.1), 768x1024x8192 (48 x 2) 34.3
 //   / 33.0 (42.0), 256x4096x4096 (64 x 2) 26.3 / 24.8 (20.0), 256x2048x4096 (32 x 4) 18.6 / 18.3
-//   (13.3), 256x7168x2048 (112 x 1) 18.1 / 17.6 and 18.0 / 17.5 (19.3), 512x4096x4096 (128 x 1)
-//   29.7 / 29.6 (27.7), 1536x512x4096 (48 x 2) 21.7 / 21.8 (15.8).
+//   (13.3), 256x7168x2048 (112 x 1) 18.1 / 17.6 and 18.0 / 17.5 (19.3); ties: 512x4096x4096 (128 x
+//   1) 29.7 / 29.6 (27.7), 1536x512x4096 (48 x 2) 21.7 / 21.8 (15.8).
 // Shorter K loses: 1024x2048x1024 9.7 / 10.6, 2048x1024x2048 15.9 / 16.9, 768x2048x2048 14.6 /
 // 15.1, 1024x1024x2048 15.1 / 15.6, 512x3072x1024 9.7 / 9.9 (512x1536x2048 14.6 both). So do
 // fewer blocks: 256x1024x8192 and 512x512x8192 (16 x 4) 19.9 / 21.2 and 19.3 / 20.8, where the L2
 // is not what limits them and the pair's coupling costs. Only with whole pairs of tile rows (an
-// odd one would compute an empty tile per column) and at most a wave of tiles (the range measured).
+// odd one would compute an empty tile per column) and at most a tile per SM (the range measured;
+// fewer 2x1 clusters than SM pairs may fit at once).
+inline constexpr int kCluster128Config = 9;
+static_assert(kConfigs[kCluster128Config].cluster_m == 2 && kConfigs[kCluster128Config].bm == kConfigs[1].bm &&
+                  kConfigs[kCluster128Config].bn == kConfigs[1].bn,
+              "row 9 is row 1's tile in 2x1 clusters");
 inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
-  const TileConfig& c = kConfigs[9];
+  const TileConfig& c = kConfigs[kCluster128Config];
   const long long rows = (m + c.bm - 1) / c.bm;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
-  return rows % 2 == 0 && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
-         3 * tiles * choose_splits(m, n, k, batch, 9, num_sms) >= 2LL * num_sms;
+  return rows % c.cluster_m == 0 && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
+         3 * tiles * choose_splits(m, n, k, batch, kCluster128Config, num_sms) >= 2LL * num_sms;
 }
 
 // Session 24: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
@@ -225,7 +230,7 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
   if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) return 5;
   if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
   if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) return 4;
-  return cluster128_pays(m, n, k, batch, num_sms) ? 9 : 1;
+  return cluster128_pays(m, n, k, batch, num_sms) ? kCluster128Config : 1;
 }
 
 }  // namespace cute_gemm::sm90
