@@ -201,3 +201,34 @@ def test_swap_row_splits(tmp_path):
                       "cute_gemm::sm90::choose_splits(a0, a1, a2, 1, cute_gemm::sm90::kSwapConfig, 132)",
                       list(SWAP_SPLITS))
     assert dict(zip(SWAP_SPLITS, map(int, out))) == SWAP_SPLITS
+
+
+# The swapped path's row (sm90::choose_swap_config, session 32) and row 10's K slices on 132 SMs,
+# the problem as the kernel sees it (N rows, M columns): (N, M, K) -> (row, slices). configs.h has
+# the measurements (H100, forced rows and slices).
+SWAP_PICKS = {
+    (1024, 16, 4096): (10, 4),   # 16 tiles of 64 rows: 7.8 us against 8.5 (row 6, 4 slices)
+    (2048, 16, 2048): (10, 2),   # 32 tiles: 7.3 against 8.2 (unsplit 7.2)
+    (2048, 16, 4096): (10, 2),   # 10.3 against 11.4
+    (2048, 16, 8192): (10, 2),   # 16.4 against 18.2
+    (3072, 16, 4096): (10, 1),   # 48 tiles: 12.6 against 15.1
+    (4096, 16, 4096): (10, 1),   # 64 tiles: 14.3 against 16.4
+    (4096, 1, 4096): (10, 1),    # 14.2 against 15.8
+    (4096, 16, 8192): (10, 1),   # 27.4 against 29.2
+    (5120, 16, 8192): (6, 1),    # 80 tiles busy 61 % of the SMs: row 6 32.1 against 34.4
+    (6144, 16, 8192): (6, 1),    # 96 tiles: 39.5 against 39.9
+    (8192, 16, 4096): (10, 1),   # 128 tiles busy 7/8 of the SMs: 26.9 against 28.8
+    (8192, 16, 8192): (10, 1),   # 50.0 against 52.3 (row 6, 2 slices)
+    (14336, 16, 4096): (6, 1),   # 224 tiles, more than a wave: row 6 44.6 against 45.9
+    (28672, 1, 8192): (6, 1),    # 164.2 against 172.5
+    (512, 16, 1024): (10, 1),    # 8 tiles, 16 K tiles: slices would keep 4
+    (512, 16, 8192): (10, 4),    # 8 tiles: 4 slices at most
+}
+
+
+@needs_cxx
+def test_swap_rows(tmp_path):
+    expr = ("cute_gemm::sm90::choose_swap_config(a0, 132) * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, "
+            "cute_gemm::sm90::choose_swap_config(a0, 132), 132)")
+    out = rule_values(tmp_path, "sm90/configs.h", expr, list(SWAP_PICKS))
+    assert {shape: (v // 100, v % 100) for shape, v in zip(SWAP_PICKS, out)} == SWAP_PICKS

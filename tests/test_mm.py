@@ -436,6 +436,8 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_DECODE_SWAP", "-1", r"CUTE_GEMM_DECODE_SWAP must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_SWAP_CONFIG", "3", r"CUTE_GEMM_SWAP_CONFIG must be 6 or 10 \(the swapped decode rows"),
+    ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_LATE_C", "on", r"CUTE_GEMM_LATE_C must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
@@ -759,7 +761,7 @@ def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
 
 # The swapped decode path (sm90, M <= 16, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles),
 # stored into C's columns element by element.
-SWAP_ROW = 6
+SWAP_ROWS = (6, 10)  # sm90 rows 6 (128x16) and 10 (64x16): CUTE_GEMM_SWAP_CONFIG picks one
 
 
 def sm90_rows_run(fn):
@@ -778,14 +780,16 @@ def sm90_rows_run(fn):
     return rows
 
 
-def test_swapped_decode_path(monkeypatch):
+@pytest.mark.parametrize("swap_row", SWAP_ROWS)
+def test_swapped_decode_path(monkeypatch, swap_row):
     """M <= 16 with A read K-major: the swapped row runs (kernel names), right against float64 with
     NaN-poisoned outputs for odd N and K in every B layout and both dtypes, into strided out= views
     and fp32 outputs, with split-K (the same bits twice); M = 17, an M-major A or a bias keep the
     unswapped rows; CUTE_GEMM_DECODE_SWAP=0 turns it off."""
     use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SWAP_CONFIG", str(swap_row))
     a, b = make_operand(16, 4096, "n", torch.bfloat16), make_operand(4096, 4096, "n", torch.bfloat16)
-    assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {SWAP_ROW}
+    assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {swap_row}
     for dtype in DTYPES:
         for m, n, k in itertools.product([1, 2, 7, 16], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
             for lb in "nt":
@@ -810,7 +814,7 @@ def test_swapped_decode_path(monkeypatch):
             for key, value in env.items():
                 mp.setenv(key, value)
             a, b = make_operand(3, 1024, "n", torch.bfloat16), make_operand(1024, 28672, "t", torch.bfloat16)
-            assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {SWAP_ROW}
+            assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {swap_row}
             check_reproducible(a, b)
     a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)
     a17 = make_operand(17, 256, "n", torch.float16)
@@ -819,15 +823,28 @@ def test_swapped_decode_path(monkeypatch):
     # one problem of L * M rows: 2 x 5 rows take the swapped path, and C's rows land per batch.
     a3 = torch.randn(2, 5, 64, device="cuda").half()
     w = torch.randn(64, 100, device="cuda").half().expand(2, 64, 100)
-    assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {SWAP_ROW}
+    assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {swap_row}
     assert rel_err(cute_gemm.bmm(a3, w), a3.double() @ w.double()) <= REL_BOUND[torch.float16]
     # Where it does not apply (each call must show some sm90 row, so an unparsed trace cannot pass).
     for fn in (lambda: cute_gemm.mm(a17, b16), lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16),
                lambda: cute_gemm.addmm(bias, a16, b16)):
         rows = sm90_rows_run(fn)
-        assert rows and SWAP_ROW not in rows, rows
+        assert rows and swap_row not in rows, rows
     monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
     rows = sm90_rows_run(lambda: cute_gemm.mm(a16, b16))
-    assert rows and SWAP_ROW not in rows, rows
+    assert rows and swap_row not in rows, rows
     check(a16, b16)
+
+
+def test_swapped_rows_by_rule(monkeypatch):
+    """Unpinned, the swapped path takes row 10 (64x16) where its tiles fit in one wave and leave
+    half the SMs to K slices or busy 7/8 of them, else row 6 (sm90::choose_swap_config)."""
+    use_family(monkeypatch, "sm90")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for n in (1024, 4096, 5120, 8192, 14336):
+        tiles = -(-n // 64)
+        want = 10 if tiles <= sms and (2 * tiles <= sms or 8 * tiles >= 7 * sms) else 6
+        a, b = make_operand(16, 2048, "n", torch.bfloat16), make_operand(2048, n, "n", torch.bfloat16)
+        assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {want}, n
+        check(a, b)
 

@@ -26,6 +26,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 7 */ {128, 192, 64, 5, 2, 1, "128x192x64_s5_c2"},     // 2 x (64x192): fills the waves where row 0's leave a short last one
     /* 8 */ {192, 192, 64, 4, 3, 1, "192x192x64_s4_c3"},     // 3 x (64x192): one wave where 128x256 tiles just pass one
     /* 9 */ {128, 128, 64, 6, 2, 2, "128x128x64_s6_c2_m2"},  // row 1 + 2x1 cluster: B multicast, a quarter less L2 traffic
+    /* 10 */ {64, 16, 64, 20, 1, 1, "64x16x64_s20_c1"},      // decode, swapped: row 6's tile at half the rows, twice the blocks
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 // The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the
@@ -71,11 +72,43 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // 1x rows alike (1x4096x8192 **28.5** / 30.0 / 29.1). Two slices of 32 tiles lost to both one
 // and four wherever measured. The rule before (the most slices keeping 64 K tiles) ran
 // 16x2048x4096 unsplit and split 16x4096x8192 and 16x6144x8192 in two.
+// The swapped path's 64x16 row (session 32): row 6's tile at half the rows of N, so twice the
+// blocks stream B, each with a 20-stage ring (10 KB a stage). H100, bf16, the benchmark's rotated
+// operands, forced rows and slices, us, row 6 (the rule's slices) / row 10 with 1, 2, 4 slices
+// (torch.mm); N / 64 = row 10's tiles:
+//   16 tiles:  16x1024x4096 8.5 / 12.1, 9.2, **7.8** (8.3)
+//   32 tiles:  16x2048x2048 8.2 / **7.2**, 7.3, 7.7 (6.3); 16x2048x4096 11.4 / 12.3, **10.3**, 10.6
+//     (10.8); 16x2048x8192 18.2 / 22.5, **16.4**, 16.8 (16.8)
+//   48 tiles:  16x3072x4096 15.1 / **12.6**, 14.2, 17.7 (13.9)
+//   64 tiles:  16x4096x4096 16.4 / **14.3**, 16.4, 20.7 (16.1); 8x4096x4096 16.1 / **14.2** (14.4);
+//     1x4096x4096 15.8 / **14.2** (14.6); 16x4096x8192 29.2 / **27.4** (28.5)
+//   80, 96 tiles: 16x5120x8192 **32.1** / 34.4 (34.8); 16x6144x8192 **39.5** / 39.9 (41.2)
+//   128 tiles: 16x8192x4096 28.8 / **26.9** (26.7); 16x8192x8192 52.3 / **50.0** (49.0)
+//   224, 448 tiles (more than a wave): 16x14336x4096 **44.6** / 45.9 (46.9); 1x28672x8192 **164.2** /
+//     172.5 (160.2)
+// So row 10 where its tiles fit in one wave and either leave half the SMs or more to K slices, or
+// busy 7/8 of them (in between, 61-73 % busy, row 6 was faster: not understood). Its slices: as
+// many as put about half the SMs to work (two of 32 tiles, four of 16), each keeping 16 K tiles.
+// A pure streaming read of 16x4096x4096's 33.7 MB (the best of a sweep of Triton read kernels, the
+// same timing) took 13.3 us in the same run: row 10's 14.3 us is 93 % of that.
+inline constexpr int kSwap64Config = 10;
+static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs[kSwap64Config].consumers == 1,
+              "row 10 is row 6's swapped tile at fewer rows");
+inline int choose_swap_config(int n, int num_sms) {  // n: C's columns, the swapped kernel's M
+  const long long tiles = (n + kConfigs[kSwap64Config].bm - 1) / kConfigs[kSwap64Config].bm;
+  return tiles <= num_sms && (2 * tiles <= num_sms || 8 * tiles >= 7LL * num_sms) ? kSwap64Config : kSwapConfig;
+}
+
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
   const TileConfig& c = kConfigs[cfg];
-  if (c.consumers < 2 && cfg != kSwapConfig) return 1;
+  if (c.consumers < 2 && cfg != kSwapConfig && cfg != kSwap64Config) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
+  if (cfg == kSwap64Config) {
+    long long s = num_sms / 2 / tiles;
+    s = s < 4 ? s : 4;
+    return s >= 2 && k_tiles / s >= 16 ? int(s) : 1;
+  }
   long long s = num_sms / tiles;
   s = s < 4 ? s : 4;
   if (cfg == kSwapConfig) {
