@@ -222,6 +222,8 @@ SWAP_PICKS = {
     (14336, 16, 4096): (6, 1),   # 224 tiles, more than a wave: row 6 44.6 against 45.9
     (28672, 1, 8192): (6, 1),    # 164.2 against 172.5
     (512, 16, 1024): (10, 1),    # 8 tiles, 16 K tiles: slices would keep 4
+    (1024, 16, 2048): (10, 2),   # 16 tiles, 32 K tiles: 2 slices of 16 (4 would keep 8; unmeasured)
+    (1024, 16, 1024): (10, 1),   # 16 K tiles: no slice keeps 16 (row 6 would not split either)
     (512, 16, 8192): (10, 4),    # 8 tiles: 4 slices at most
 }
 

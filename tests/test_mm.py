@@ -759,8 +759,8 @@ def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
     assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
 
 
-# The swapped decode path (sm90, M <= 16, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles),
-# stored into C's columns element by element.
+# The swapped decode path (sm90, M <= 16, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles) or
+# row 10 (64x16), stored into C's columns element by element.
 SWAP_ROWS = (6, 10)  # sm90 rows 6 (128x16) and 10 (64x16): CUTE_GEMM_SWAP_CONFIG picks one
 
 
@@ -794,7 +794,7 @@ def test_swapped_decode_path(monkeypatch, swap_row):
         for m, n, k in itertools.product([1, 2, 7, 16], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
             for lb in "nt":
                 check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
-        # Split-K (16x2048x4096: 16 tiles of 128 columns, 64 K tiles in 4 slices): reproducible bits.
+        # Split-K (16x2048x4096, 64 K tiles: row 6's 16 tiles in 4 slices, row 10's 32 in 2): reproducible bits.
         check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
         a, b = make_operand(9, 300, "n", dtype), make_operand(300, 520, "t", dtype)
         ref = a.double() @ b.double()
@@ -807,8 +807,8 @@ def test_swapped_decode_path(monkeypatch, swap_row):
         col = torch.full((520, 9), float("nan"), dtype=dtype, device="cuda").t()  # a column-major out=
         cute_gemm.mm(a, b, out=col)
         assert rel_err(col, ref) <= REL_BOUND[dtype]
-    # The stream-K tail on the swapped row (CUTE_GEMM_STREAM_K=1; 1x28672x1024: 224 tiles on at
-    # most 132 SMs), and split-K forced to 7 slices: right and reproducible.
+    # The stream-K tail on the swapped row (CUTE_GEMM_STREAM_K=1; 3x28672x1024: 224 tiles of row 6,
+    # 448 of row 10, on at most 132 SMs), and split-K forced to 7 slices: right and reproducible.
     for env in ({"CUTE_GEMM_STREAM_K": "1"}, {"CUTE_GEMM_SPLITS": "7"}):
         with pytest.MonkeyPatch.context() as mp:
             for key, value in env.items():

@@ -29,9 +29,10 @@ inline constexpr TileConfig kConfigs[] = {
     /* 10 */ {64, 16, 64, 20, 1, 1, "64x16x64_s20_c1"},      // decode, swapped: row 6's tile at half the rows, twice the blocks
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
-// The swapped decode row (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills the
-// 128-row tile and the few rows of A are WGMMA's N (16): a 64-row tile multiplied every byte of B
-// by 64 rows of A, 63 of them empty at M = 1 (session 19). The chooser below never picks it.
+// The swapped decode rows 6 and 10 (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills
+// the 128- or 64-row tile and the few rows of A are WGMMA's N (16): a 64-row tile multiplied every
+// byte of B by 64 rows of A, 63 of them empty at M = 1 (session 19). choose_config never picks
+// them; choose_swap_config (below) picks between them.
 inline constexpr int kSwapConfig = 6;
 inline constexpr int kSwapMaxM = 16;
 
@@ -88,7 +89,8 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 //     172.5 (160.2)
 // So row 10 where its tiles fit in one wave and either leave half the SMs or more to K slices, or
 // busy 7/8 of them (in between, 61-73 % busy, row 6 was faster: not understood). Its slices: as
-// many as put about half the SMs to work (two of 32 tiles, four of 16), each keeping 16 K tiles.
+// many as put about half the SMs to work (two of 32 tiles, four of 16), fewer where a slice would
+// keep under 16 K tiles (16x1024x2048: two; unmeasured, where row 6 took four slices of 8).
 // A pure streaming read of 16x4096x4096's 33.7 MB (the best of a sweep of Triton read kernels, the
 // same timing) took 13.3 us in the same run: row 10's 14.3 us is 93 % of that.
 inline constexpr int kSwap64Config = 10;
@@ -107,7 +109,8 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   if (cfg == kSwap64Config) {
     long long s = num_sms / 2 / tiles;
     s = s < 4 ? s : 4;
-    return s >= 2 && k_tiles / s >= 16 ? int(s) : 1;
+    while (s >= 2 && k_tiles / s < 16) --s;
+    return s >= 2 ? int(s) : 1;
   }
   long long s = num_sms / tiles;
   s = s < 4 ? s : 4;

@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     Tensor tCcC = thr_mma.partition_C(make_identity_tensor(tile_mn));  // (row, col) in the tile
 
     // C staging for the TMA-store path: chunk j of the accumulators (columns kChunkN j onward; 64
-    // wide, or the whole tile on row 6's 16 columns) is
+    // wide, or the whole tile on the swapped rows' 16 columns) is
     // converted into a ChunkMma-shaped register fragment and stmatrix-ed into buffer j % 2.
     typename Tr::StoreC r2s;
     auto thr_r2s = r2s.get_thread_slice(ctid);
@@ -595,7 +595,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
 
-      // Epilogue, on this warpgroup's slice of rows, one chunk (kChunkN columns: 64, row 7's 32, row 6's
+      // Epilogue, on this warpgroup's slice of rows, one chunk (kChunkN columns: 64, row 7's 32, rows 6 and 10's
       // 16) at a time: bias/C term, scaling and activation on the chunk's fp32 accumulators (addmm), then
       // its stores. A compile-time loop: every index and coordinate is a constant, so the values stay in
       // registers (a runtime chunk index would put the accumulators in local memory), and each chunk's

@@ -36,7 +36,7 @@ struct KernelTraits {
 
   // WGMMA reads A and B straight from shared memory in the 128-byte-swizzled canonical layouts
   // (K-major or MN-major per operand); TMA writes them in the same swizzle.
-  // An MN-major tile narrower than 64 elements (the swapped decode row's 16 columns) takes the
+  // An MN-major tile narrower than 64 elements (the swapped decode rows' 16 columns) takes the
   // swizzle of its width (32 bytes: 16 x 8 atoms).
   template <bool KMajor, int MN>
   using SmemAtom = std::conditional_t<
@@ -46,7 +46,7 @@ struct KernelTraits {
                                             GMMA::Layout_MN_SW32_Atom<Element>>>>;
   using SmemAtomA = SmemAtom<AKMajor, kCfg.bm>;
   using SmemAtomB = SmemAtom<BKMajor, kCfg.bn>;
-  // An MN-major atom is 64 (MN) x 8 (K) (16 x 8 for row 6's 16-wide B): stack the atoms along K first, so that one TMA box
+  // An MN-major atom is 64 (MN) x 8 (K) (16 x 8 for the swapped rows' 16-wide B): stack the atoms along K first, so that one TMA box
   // covers 64 x kBK contiguous bytes. Stacked along MN first, the box shrank to 64 x 8 and the
   // producer issued 32 TMA loads per 256 x 64 tile instead of 4 (the consumers starved).
   template <bool KMajor>
@@ -87,7 +87,7 @@ struct KernelTraits {
   // One 128-byte swizzle row of 16-bit elements (64 columns) where that gives one chunk or an even
   // number (the two staging buffers alternate across tiles); half of one otherwise (192 columns:
   // six chunks; with three, a tile's last chunk and the next tile's first would share a buffer);
-  // a narrower tile (the swapped decode row, 16 columns) is one chunk of its own width, staged in
+  // a narrower tile (the swapped decode rows, 16 columns) is one chunk of its own width, staged in
   // the swizzle of that width.
   static constexpr int kChunkN = kBN < 64 ? kBN : kBN == 64 || kBN % 128 == 0 ? 64 : 32;
   static_assert(kChunkN == 64 || kChunkN == 32 || kChunkN == 16, "C chunks of 16, 32 or 64 columns");
