@@ -51,7 +51,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_LATE_C",
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C",
          "CUTE_GEMM_ROW_COPY", "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
@@ -64,6 +64,8 @@ NAMED_VARIANTS = {
     "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 16 on the unswapped sm90 rows (auto: C^T = B^T A^T, rows 6 / 10)
     "swap128": {"CUTE_GEMM_SWAP_CONFIG": "6"},  # the swapped path on row 6, 128x16 tiles (auto: its rule's row)
     "swap64": {"CUTE_GEMM_SWAP_CONFIG": "10"},  # ... on row 10, 64x16 tiles
+    "fasthbm": {"CUTE_GEMM_FAST_HBM": "1"},  # the sm90 chooser's rules for fast HBM (the H200's; auto: by the GPU's bandwidth)
+    "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
     "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
     "tcopy": {"CUTE_GEMM_ROW_COPY": "0"},  # unaligned operands and C copied by torch's copy_ (auto: the row copy kernel)
     "cscratch": {"CUTE_GEMM_C_STAGED": "0"},  # C rows TMA cannot store: a scratch C copied out (auto: the consumers write staged rows)
@@ -135,7 +137,7 @@ def parse_variants(text: str) -> list[str]:
             narrow_row = family == "narrow" and row and not bad_row and not slash
             if part not in NAMED_VARIANTS and not narrow_row and (family not in FAMILIES or bad_row or bad_splits):
                 raise argparse.ArgumentTypeError(
-                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, swap128, swap64, nolate, "
+                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, swap128, swap64, fasthbm, slowhbm, nolate, "
                     "tcopy, cscratch, "
                     "narrow:N, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
@@ -200,6 +202,7 @@ def parse_args(argv=None):
                            "narrow:row / nonarrow (unaligned operands read in place by the SM80 4-byte kernels "
                            "wherever they can / never; auto: where the rule expects a gain), noswap (M <= 16 unswapped), "
                            "swap128 / swap64 (the swapped decode path on its 128x16 or 64x16 row), "
+                           "fasthbm / slowhbm (the sm90 chooser's rules for the H200's HBM or the H100's), "
                            "tcopy (torch's copies on the unaligned path), cscratch (C rows TMA cannot store: a scratch "
                            "C copied out), a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "

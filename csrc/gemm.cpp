@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -286,6 +287,33 @@ int env_int(const char* name, int lo, int hi) {
   TORCH_CHECK_VALUE(*end == '\0' && v >= lo && v <= hi, name, " must be an integer in [", num(lo), ", ", num(hi), "], got '",
                     env, "'");
   return int(v);
+}
+
+// The GPU's peak HBM bandwidth in GB/s (two transfers a memory clock across the bus: H100 SXM
+// 3352, H200 4915), read once per device; 0 where the driver does not say.
+int peak_hbm_gbs(int device) {
+  static std::array<std::atomic<int>, 64> cache{};  // 0: not read yet, -1: unknown
+  if (device < 0 || device >= int(cache.size())) return 0;
+  int v = cache[device].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      khz = bits = 0;
+    }
+    const double gbs = 2.0 * khz * 1e3 * bits / 8 / 1e9;
+    v = gbs >= 1 ? int(gbs) : -1;
+    cache[device].store(v, std::memory_order_relaxed);
+  }
+  return v > 0 ? v : 0;
+}
+
+// Whether sm90's chooser takes its rules for fast HBM (sm90/configs.h, kFastHbmGBs: the H200's,
+// session 33): CUTE_GEMM_FAST_HBM=1 / 0 (tests, benchmarks), unset: from the GPU's peak bandwidth.
+bool fast_hbm(int device) {
+  const int env = env_int("CUTE_GEMM_FAST_HBM", 0, 1);
+  return env >= 0 ? env == 1 : peak_hbm_gbs(device) >= sm90::kFastHbmGBs;
 }
 
 #if defined(CUTE_GEMM_HAS_SM90A)
@@ -651,6 +679,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int num_sms = prop->multiProcessorCount;
+  const bool hbm_fast = fast_hbm(a3.device().index()) && sm90;  // the knob checked on every call
   // The stream-K tail (sm90::choose_stream_k): unset, where its rule expects a gain; 1: wherever it
   // can run (tests, benchmarks); 0: never.
   const int stream_k_env = env_int("CUTE_GEMM_STREAM_K", 0, 1);
@@ -763,16 +792,16 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   } else if (forced_cfg >= 0) {
     cfg = forced_cfg;
   } else if (swap) {
-    cfg = swap_cfg_env >= 0 ? swap_cfg_env : sm90::choose_swap_config(p.m, num_sms);
+    cfg = swap_cfg_env >= 0 ? swap_cfg_env : sm90::choose_swap_config(p.m, num_sms, hbm_fast);
   } else {
-    cfg = sm90 ? sm90::choose_config(p.m, p.n, p.k, batch, num_sms)
+    cfg = sm90 ? sm90::choose_config(p.m, p.n, p.k, batch, num_sms, hbm_fast)
                : sm80::choose_config(p.m, p.n, num_sms, int(prop->sharedMemPerBlockOptin));
   }
   int splits = 1;
   if (sm90) {
     splits = whole_tiles_only(cfg) ? 1
              : forced_splits > 0    ? int(std::min<int64_t>(forced_splits, k_tiles(cfg)))
-                                    : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, num_sms);
+                                    : sm90::choose_splits(p.m, p.n, p.k, batch, cfg, num_sms, hbm_fast);
     TORCH_CHECK_VALUE(runnable(cfg, splits), "cute_gemm: CUTE_GEMM_SPLITS=", num(splits),
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");

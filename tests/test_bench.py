@@ -78,6 +78,8 @@ def test_variants_parse_and_select_knobs():
     assert bench.parse_variants("auto,cscratch,tcopy+cscratch") == ["auto", "cscratch", "tcopy+cscratch"]
     assert bench.variant_env("noswap") == {"CUTE_GEMM_DECODE_SWAP": "0"}
     assert bench.variant_env("swap64") == {"CUTE_GEMM_SWAP_CONFIG": "10"}
+    assert bench.variant_env("fasthbm+swap64") == {"CUTE_GEMM_FAST_HBM": "1", "CUTE_GEMM_SWAP_CONFIG": "10"}
+    assert bench.variant_env("slowhbm") == {"CUTE_GEMM_FAST_HBM": "0"}
     assert bench.variant_env("swap128+nopdl") == {"CUTE_GEMM_SWAP_CONFIG": "6", "CUTE_GEMM_PDL": "0"}
     assert bench.parse_variants("sm80+nonarrow,sm80+narrow:2") == ["sm80+nonarrow", "sm80+narrow:2"]
     assert bench.variant_env("sm80+nonarrow") == {"CUTE_GEMM_FAMILY": "sm80", "CUTE_GEMM_NARROW": "0"}

@@ -1,6 +1,6 @@
-"""The sm90 chooser (csrc/sm90/configs.h) on a 132-SM H100: the row and K slices it picks for every
-problem of the benchmark's suites, as measured in docs/tuning.md. A rule change that moves one of
-these picks must change this table too, with the measurement behind it. Host compiler only."""
+"""The sm90 chooser (csrc/sm90/configs.h) on a 132-SM H100, and with fast_hbm on an H200: the row and
+K slices it picks for every problem of the benchmark's suites, as measured in docs/tuning.md. A rule
+change that moves one of these picks must change this table too, with the measurement behind it. Host compiler only."""
 
 from host_cpp import build_and_run, needs_cxx
 
@@ -234,3 +234,39 @@ def test_swap_rows(tmp_path):
             "cute_gemm::sm90::choose_swap_config(a0, 132), 132)")
     out = rule_values(tmp_path, "sm90/configs.h", expr, list(SWAP_PICKS))
     assert {shape: (v // 100, v % 100) for shape, v in zip(SWAP_PICKS, out)} == SWAP_PICKS
+
+
+# The same on a GPU whose HBM is fast (fast_hbm: peak kFastHbmGBs or more, the H200; session 33,
+# H200, bf16, forced rows and slices, us, configs.h): row 10 wherever its tiles fit in one wave,
+# and one wave of slices where the rule above leaves it unsplit. (N, M, K) -> (row, slices).
+SWAP_PICKS_FAST_HBM = {
+    **SWAP_PICKS,
+    (3072, 16, 4096): (10, 2),   # 48 tiles: 11.7 against 13.1 unsplit (row 6, 2 slices: 12.4)
+    (4096, 16, 4096): (10, 2),   # 64 tiles: 13.0 against 13.4
+    (4096, 1, 8192): (10, 2),    # 22.2 against 24.0
+    (4096, 16, 8192): (10, 2),
+    (4096, 1, 4096): (10, 2),
+    (5120, 16, 8192): (10, 1),   # 80 tiles: 26.0 against row 6's 30.9
+    (6144, 16, 8192): (10, 1),   # 96 tiles: 31.5 against 31.2 (a tie)
+}
+
+
+@needs_cxx
+def test_swap_rows_fast_hbm(tmp_path):
+    expr = ("cute_gemm::sm90::choose_swap_config(a0, 132, true) * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, "
+            "cute_gemm::sm90::choose_swap_config(a0, 132, true), 132, true)")
+    out = rule_values(tmp_path, "sm90/configs.h", expr, list(SWAP_PICKS_FAST_HBM))
+    assert {shape: (v // 100, v % 100) for shape, v in zip(SWAP_PICKS_FAST_HBM, out)} == SWAP_PICKS_FAST_HBM
+
+
+# Unswapped rows on such a GPU: PICKS, but the short-K rule takes the 128x256 tile (81920x256x256
+# 31.2 us against row 1's 33.7, torch.mm 29.5; session 33, H200, bf16).
+PICKS_FAST_HBM = {**PICKS, (81920, 256, 256): (0, 1)}
+
+
+@needs_cxx
+def test_chooser_fast_hbm(tmp_path):
+    expr = ("cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132, true) * 100 + cute_gemm::sm90::choose_splits(a0, a1, "
+            "a2, 1, cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132, true), 132, true)")
+    out = rule_values(tmp_path, "sm90/configs.h", expr, list(PICKS_FAST_HBM))
+    assert {shape: (v // 100, v % 100) for shape, v in zip(PICKS_FAST_HBM, out)} == PICKS_FAST_HBM

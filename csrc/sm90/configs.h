@@ -93,21 +93,38 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // keep under 16 K tiles (16x1024x2048: two; unmeasured, where row 6 took four slices of 8).
 // A pure streaming read of 16x4096x4096's 33.7 MB (the best of a sweep of Triton read kernels, the
 // same timing) took 13.3 us in the same run, within 8 % of row 10's 14.3 us.
+// Session 33 (H200: the H100's SMs with HBM3e at 4.8 TB/s against 3.35, so each SM must keep
+// more bytes in flight to stream at the memory's rate). The same forced rows and slices, bf16, us,
+// row 6 / row 10 with 1, 2, 3, 4 slices (torch.mm):
+//   16 tiles:  16x1024x4096 8.5 (4 slices) / 12.6, 9.5, 8.1, **7.5** (8.2)
+//   48 tiles:  16x3072x4096 12.4 (2) / 13.1, **11.7**, 15.9, 15.5 (12.3)
+//   64 tiles:  16x4096x4096 13.7 (2) / 13.4, **13.0**, 18.2, 17.6 (13.9); 1x4096x8192 22.2 (4) /
+//     24.0, **22.2**, 26.6, 25.1 (22.1)
+//   80, 96 tiles: 16x5120x8192 30.9 / **26.0**, 34.7, 29.7, 34.9 (27.7); 16x6144x8192 31.2 / 31.5 (30.2)
+//   128 tiles: 16x8192x8192 39.8 / **37.0** (36.5)
+//   224, 448 tiles: 16x14336x4096 **33.3** / 33.6 (32.7); 1x28672x8192 **114.2** / 118.1 (114.9)
+// So on such a GPU (peak HBM bandwidth kFastHbmGBs or more, fast_hbm below) row 10 wherever its
+// tiles fit in one wave, and where the rule above leaves it unsplit, as many slices as fit in one
+// wave (two of 48 or 64 tiles). The H100's measurements (above) keep the rule above there.
+inline constexpr int kFastHbmGBs = 4000;
 inline constexpr int kSwap64Config = 10;
 static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs[kSwap64Config].consumers == 1,
               "row 10 is row 6's swapped tile at fewer rows");
-inline int choose_swap_config(int n, int num_sms) {  // n: C's columns, the swapped kernel's M
+inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false) {  // n: C's columns, the swapped kernel's M
   const long long tiles = (n + kConfigs[kSwap64Config].bm - 1) / kConfigs[kSwap64Config].bm;
-  return tiles <= num_sms && (2 * tiles <= num_sms || 8 * tiles >= 7LL * num_sms) ? kSwap64Config : kSwapConfig;
+  return tiles <= num_sms && (fast_hbm || 2 * tiles <= num_sms || 8 * tiles >= 7LL * num_sms) ? kSwap64Config
+                                                                                              : kSwapConfig;
 }
 
-inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms) {
+// fast_hbm: the GPU's peak HBM bandwidth is kFastHbmGBs or more (gemm.cpp; session 33's rules).
+inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
   if (c.consumers < 2 && cfg != kSwapConfig && cfg != kSwap64Config) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   if (cfg == kSwap64Config) {
     long long s = num_sms / 2 / tiles;
+    if (fast_hbm && s < 2) s = num_sms / tiles;  // one wave of slices (session 33)
     s = s < 4 ? s : 4;
     while (s >= 2 && k_tiles / s < 16) --s;
     return s >= 2 ? int(s) : 1;
@@ -253,10 +270,13 @@ inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
 // cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
 // each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
 // not. It runs whole tiles only (gemm.cpp: no K slices, no stream-K tail).
-inline int choose_config(int m, int n, int k, long long batch, int num_sms) {
+// Session 33 (H200, bf16, us): the short-K rule's 128x128 tile lost there to the 128x256 one,
+// 81920x256x256 33.7 against 31.2 (torch.mm 29.5): with the faster HBM the epilogues' stores
+// weigh less than the blocks' count. So on such a GPU (fast_hbm) row 0.
+inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
-  if (k <= 256 && tiles256 >= 2LL * num_sms) return 1;
+  if (k <= 256 && tiles256 >= 2LL * num_sms) return fast_hbm ? 0 : 1;
   if (tiles256 > num_sms) {
     if (tile_count(m, n, kConfigs[8].bm, kConfigs[8].bn) * batch <= num_sms) return 8;
     return num_sms >= 2 && tile192_pays(m, n, batch, num_sms) ? 7 : 2;
