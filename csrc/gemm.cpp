@@ -299,8 +299,7 @@ int peak_hbm_gbs(int device) {
     int khz = 0, bits = 0;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      khz = bits = 0;
+      khz = bits = 0;  // (not a sticky error: nothing to clear)
     }
     const double gbs = 2.0 * khz * 1e3 * bits / 8 / 1e9;
     v = gbs >= 1 ? int(gbs) : -1;
@@ -309,11 +308,12 @@ int peak_hbm_gbs(int device) {
   return v > 0 ? v : 0;
 }
 
-// Whether sm90's chooser takes its rules for fast HBM (sm90/configs.h, kFastHbmGBs: the H200's,
-// session 33): CUTE_GEMM_FAST_HBM=1 / 0 (tests, benchmarks), unset: from the GPU's peak bandwidth.
-bool fast_hbm(int device) {
+// Whether sm90's chooser takes its rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the
+// H200's, session 33): CUTE_GEMM_FAST_HBM=1 / 0 (tests, benchmarks), unset: from the GPU's peak
+// bandwidth per SM.
+bool fast_hbm(int device, int num_sms) {
   const int env = env_int("CUTE_GEMM_FAST_HBM", 0, 1);
-  return env >= 0 ? env == 1 : peak_hbm_gbs(device) >= sm90::kFastHbmGBs;
+  return env >= 0 ? env == 1 : num_sms > 0 && 1000LL * peak_hbm_gbs(device) >= 1LL * sm90::kFastHbmMBsPerSm * num_sms;
 }
 
 #if defined(CUTE_GEMM_HAS_SM90A)
@@ -679,7 +679,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const DType dtype = a.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int num_sms = prop->multiProcessorCount;
-  const bool hbm_fast = fast_hbm(a3.device().index()) && sm90;  // the knob checked on every call
+  const bool hbm_fast = fast_hbm(a3.device().index(), num_sms) && sm90;  // the knob checked on every call
   // The stream-K tail (sm90::choose_stream_k): unset, where its rule expects a gain; 1: wherever it
   // can run (tests, benchmarks); 0: never.
   const int stream_k_env = env_int("CUTE_GEMM_STREAM_K", 0, 1);

@@ -236,9 +236,10 @@ def test_swap_rows(tmp_path):
     assert {shape: (v // 100, v % 100) for shape, v in zip(SWAP_PICKS, out)} == SWAP_PICKS
 
 
-# The same on a GPU whose HBM is fast (fast_hbm: peak kFastHbmGBs or more, the H200; session 33,
-# H200, bf16, forced rows and slices, us, configs.h): row 10 wherever its tiles fit in one wave,
-# and one wave of slices where the rule above leaves it unsplit. (N, M, K) -> (row, slices).
+# The same on a GPU whose HBM is fast (fast_hbm: peak bandwidth per SM kFastHbmMBsPerSm or more, the
+# H200; session 33, H200, bf16, forced rows and slices, us, configs.h): row 10 wherever its tiles
+# fit in one wave, and two slices where the rule above leaves it unsplit and they fit in one wave.
+# (N, M, K) -> (row, slices).
 SWAP_PICKS_FAST_HBM = {
     **SWAP_PICKS,
     (3072, 16, 4096): (10, 2),   # 48 tiles: 11.7 against 13.1 unsplit (row 6, 2 slices: 12.4)
@@ -248,6 +249,9 @@ SWAP_PICKS_FAST_HBM = {
     (4096, 1, 4096): (10, 2),
     (5120, 16, 8192): (10, 1),   # 80 tiles: 26.0 against row 6's 30.9
     (6144, 16, 8192): (10, 1),   # 96 tiles: 31.5 against 31.2 (a tie)
+    (2560, 16, 4096): (10, 2),   # 40 tiles: unmeasured (3 slices would fit a wave: not taken)
+    (4224, 16, 4096): (10, 2),   # 66 tiles: two slices fill the 132 SMs
+    (4288, 16, 4096): (10, 1),   # 67 tiles: two slices would not fit
 }
 
 

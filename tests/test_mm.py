@@ -837,26 +837,30 @@ def test_swapped_decode_path(monkeypatch, swap_row):
     check(a16, b16)
 
 
-def peak_hbm_gbs() -> float | None:
-    """The GPU's peak HBM bandwidth as gemm.cpp reads it (memory clock x bus width x 2), or None
-    where this torch does not report the clock."""
-    props = torch.cuda.get_device_properties(0)
+def fast_hbm_class() -> bool | None:
+    """Whether gemm.cpp takes sm90's rules for fast HBM on the current GPU: its peak HBM bandwidth
+    (memory clock x bus width x 2) per SM against configs.h's kFastHbmMBsPerSm; None where this
+    torch does not report the memory clock."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
     khz, bits = getattr(props, "memory_clock_rate", 0), getattr(props, "memory_bus_width", 0)
-    return 2 * khz * 1e3 * bits / 8 / 1e9 if khz and bits else None
+    if not (khz and bits):
+        return None
+    threshold = re.search(r"kFastHbmMBsPerSm = (\d+);", (CSRC / "sm90" / "configs.h").read_text())
+    gbs = int(2 * khz * 1e3 * bits / 8 / 1e9)  # gemm.cpp's peak_hbm_gbs
+    return 1000 * gbs >= int(threshold.group(1)) * props.multi_processor_count
 
 
 @pytest.mark.parametrize("fast_hbm", ["0", "1", None])
 def test_swapped_rows_by_rule(monkeypatch, fast_hbm):
     """Unpinned, the swapped path takes row 10 (64x16) where its tiles fit in one wave and leave
     half the SMs to K slices or busy 7/8 of them, else row 6 (sm90::choose_swap_config); on a GPU
-    of fast HBM (CUTE_GEMM_FAST_HBM=1, unset: peak 4000 GB/s or more) wherever they fit in one wave."""
+    of fast HBM (CUTE_GEMM_FAST_HBM=1, unset: by its peak bandwidth per SM) wherever they fit in one wave."""
     use_family(monkeypatch, "sm90")
     if fast_hbm is None:
-        gbs = peak_hbm_gbs()
-        if gbs is None:
+        fast = fast_hbm_class()
+        if fast is None:
             pytest.skip("this torch does not report the memory clock: the unset knob's class is unknown here")
         monkeypatch.delenv("CUTE_GEMM_FAST_HBM", raising=False)
-        fast = gbs >= 4000
     else:
         monkeypatch.setenv("CUTE_GEMM_FAST_HBM", fast_hbm)
         fast = fast_hbm == "1"
@@ -867,4 +871,16 @@ def test_swapped_rows_by_rule(monkeypatch, fast_hbm):
         a, b = make_operand(16, 2048, "n", torch.bfloat16), make_operand(2048, n, "n", torch.bfloat16)
         assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {want}, n
         check(a, b)
+
+
+@pytest.mark.parametrize("fast_hbm, row", [("0", 1), ("1", 0)])
+def test_short_k_row_by_hbm_rule(monkeypatch, fast_hbm, row):
+    """K <= 256 with two waves of 128x256 tiles: the 128x128 tile (row 1) by the H100's rules, the
+    128x256 one (row 0) by the rules for fast HBM (sm90::choose_config, session 33)."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_FAST_HBM", fast_hbm)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    a, b = make_operand(2 * 128 * sms, 256, "n", torch.bfloat16), make_operand(256, 256, "n", torch.bfloat16)
+    assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {row}
+    check(a, b)
 

@@ -103,10 +103,13 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 //   80, 96 tiles: 16x5120x8192 30.9 / **26.0**, 34.7, 29.7, 34.9 (27.7); 16x6144x8192 31.2 / 31.5 (30.2)
 //   128 tiles: 16x8192x8192 39.8 / **37.0** (36.5)
 //   224, 448 tiles: 16x14336x4096 **33.3** / 33.6 (32.7); 1x28672x8192 **114.2** / 118.1 (114.9)
-// So on such a GPU (peak HBM bandwidth kFastHbmGBs or more, fast_hbm below) row 10 wherever its
-// tiles fit in one wave, and where the rule above leaves it unsplit, as many slices as fit in one
-// wave (two of 48 or 64 tiles). The H100's measurements (above) keep the rule above there.
-inline constexpr int kFastHbmGBs = 4000;
+// So on such a GPU (fast_hbm below: peak HBM bandwidth per SM kFastHbmMBsPerSm or more) row 10
+// wherever its tiles fit in one wave, and where the rule above leaves it unsplit, two slices where
+// they fit in one wave (48 and 64 tiles measured; 34-47 not). The H100's measurements (above) keep
+// the rule above there. Per SM, since what the rules answer is how many bytes each SM must keep in
+// flight: H100 SXM 25.4 GB/s (3352 / 132), H200 37.2 (4915 / 132); the threshold halfway between
+// the two GPUs measured, parts in between (GH200's or the H100 NVL's HBM3, about 30) unmeasured.
+inline constexpr int kFastHbmMBsPerSm = 31000;
 inline constexpr int kSwap64Config = 10;
 static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs[kSwap64Config].consumers == 1,
               "row 10 is row 6's swapped tile at fewer rows");
@@ -116,7 +119,7 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false) {  // n
                                                                                               : kSwapConfig;
 }
 
-// fast_hbm: the GPU's peak HBM bandwidth is kFastHbmGBs or more (gemm.cpp; session 33's rules).
+// fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (gemm.cpp; session 33's rules).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
   if (c.consumers < 2 && cfg != kSwapConfig && cfg != kSwap64Config) return 1;
@@ -124,7 +127,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   if (cfg == kSwap64Config) {
     long long s = num_sms / 2 / tiles;
-    if (fast_hbm && s < 2) s = num_sms / tiles;  // one wave of slices (session 33)
+    if (fast_hbm && s < 2 && 2 * tiles <= num_sms) s = 2;  // two slices in one wave (session 33)
     s = s < 4 ? s : 4;
     while (s >= 2 && k_tiles / s < 16) --s;
     return s >= 2 ? int(s) : 1;
@@ -199,7 +202,8 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // than one wave of 128x256 tiles but less than two takes the cluster tile too (2050^3, 153 tiles:
 // 98.3 us -> 91.8 us bf16, operand copies included); and short K (<= 256) with two waves or more
 // takes the 128x128 tile, whose epilogues (most of such a tile's time) run on twice the blocks
-// (81920x256x256: 38.4 us -> 36.5 us; device run 3, bf16).
+// (81920x256x256: 38.4 us -> 36.5 us; device run 3, bf16); on a GPU of fast HBM the 128x256 one
+// (session 33, below choose_decode_config).
 // Rows M <= 64 (decode) stream B through one consumer warpgroup per block. Row 5's 64-column
 // tiles make twice row 4's blocks; where row 4's leave SMs idle that paid on the H100 (session
 // 13, device runs 6-7, bf16, us, row 4 / row 5): 64x8192x8192 54.4 / 51.9, 64x4096x8192 33.3 / 28.1,
