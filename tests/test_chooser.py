@@ -2,6 +2,8 @@
 K slices it picks for every problem of the benchmark's suites, as measured in docs/tuning.md. A rule
 change that moves one of these picks must change this table too, with the measurement behind it. Host compiler only."""
 
+import pytest
+
 from host_cpp import build_and_run, needs_cxx
 
 # (M, N, K): (config row, K slices). Rows: 0 128x256, 1 128x128, 2 128x256 in 2x1 clusters,
@@ -229,11 +231,13 @@ SWAP_PICKS = {
 
 
 @needs_cxx
-def test_swap_rows(tmp_path):
-    expr = ("cute_gemm::sm90::choose_swap_config(a0, 132) * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, "
-            "cute_gemm::sm90::choose_swap_config(a0, 132), 132)")
-    out = rule_values(tmp_path, "sm90/configs.h", expr, list(SWAP_PICKS))
-    assert {shape: (v // 100, v % 100) for shape, v in zip(SWAP_PICKS, out)} == SWAP_PICKS
+@pytest.mark.parametrize("fast_hbm", [False, True])
+def test_swap_rows(tmp_path, fast_hbm):
+    picks, flag = (SWAP_PICKS_FAST_HBM, ", true") if fast_hbm else (SWAP_PICKS, "")
+    row = f"cute_gemm::sm90::choose_swap_config(a0, 132{flag})"
+    expr = f"{row} * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, {row}, 132{flag})"
+    out = rule_values(tmp_path, "sm90/configs.h", expr, list(picks))
+    assert {shape: (v // 100, v % 100) for shape, v in zip(picks, out)} == picks
 
 
 # The same on a GPU whose HBM is fast (fast_hbm: peak bandwidth per SM kFastHbmMBsPerSm or more, the
@@ -253,14 +257,6 @@ SWAP_PICKS_FAST_HBM = {
     (4224, 16, 4096): (10, 2),   # 66 tiles: two slices fill the 132 SMs
     (4288, 16, 4096): (10, 1),   # 67 tiles: two slices would not fit
 }
-
-
-@needs_cxx
-def test_swap_rows_fast_hbm(tmp_path):
-    expr = ("cute_gemm::sm90::choose_swap_config(a0, 132, true) * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, "
-            "cute_gemm::sm90::choose_swap_config(a0, 132, true), 132, true)")
-    out = rule_values(tmp_path, "sm90/configs.h", expr, list(SWAP_PICKS_FAST_HBM))
-    assert {shape: (v // 100, v % 100) for shape, v in zip(SWAP_PICKS_FAST_HBM, out)} == SWAP_PICKS_FAST_HBM
 
 
 # Unswapped rows on such a GPU: PICKS, but the short-K rule takes the 128x256 tile (81920x256x256
