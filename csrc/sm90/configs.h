@@ -275,8 +275,8 @@ inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
 // each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
 // not. It runs whole tiles only (gemm.cpp: no K slices, no stream-K tail).
 // Session 33 (H200, bf16, us): the short-K rule's 128x128 tile lost there to the 128x256 one,
-// 81920x256x256 33.7 against 31.2 (torch.mm 29.5): with the faster HBM the epilogues' stores
-// weigh less than the blocks' count. So on such a GPU (fast_hbm) row 0.
+// 81920x256x256 33.7 against 31.2 (torch.mm 29.5; one shape, why not traced). So on such a GPU
+// (fast_hbm) row 0.
 inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
