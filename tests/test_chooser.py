@@ -76,22 +76,18 @@ PICKS = {
 
 
 @needs_cxx
-def test_chooser_picks_the_measured_rows(tmp_path):
-    src = tmp_path / "choose.cpp"
-    src.write_text(
-        "#include <cstdio>\n"
-        '#include "sm90/configs.h"\n'
-        "int main() {\n"
-        "  int m, n, k;\n"
-        '  while (std::scanf("%d %d %d", &m, &n, &k) == 3) {\n'
-        "    const int c = cute_gemm::sm90::choose_config(m, n, k, 1, 132);\n"
-        '    std::printf("%d %d\\n", c, cute_gemm::sm90::choose_splits(m, n, k, 1, c, 132));\n'
-        "  }\n"
-        "}\n"
-    )
-    out = build_and_run(src, stdin="".join(f"{m} {n} {k}\n" for m, n, k in PICKS)).split("\n")
-    got = {shape: tuple(map(int, line.split())) for shape, line in zip(PICKS, out)}
-    assert got == PICKS
+@pytest.mark.parametrize("fast_hbm", [False, True])
+def test_chooser_picks_the_measured_rows(tmp_path, fast_hbm):
+    picks, flag = (PICKS_FAST_HBM, ", true") if fast_hbm else (PICKS, "")
+    check_picks(tmp_path, picks, f"cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132{flag})", flag)
+
+
+def check_picks(tmp_path, picks, row, flag):
+    """picks: (a0, a1, a2) -> (config row, K slices); row: the C++ expression of the chosen row on
+    a0..a2 (M, N, K; N, M, K for the swapped path); flag: ", true" for the fast-HBM rules."""
+    expr = f"{row} * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, {row}, 132{flag})"
+    out = rule_values(tmp_path, "sm90/configs.h", expr, list(picks))
+    assert {shape: (v // 100, v % 100) for shape, v in zip(picks, out)} == picks
 
 
 def rule_values(tmp_path, header, expr, rows):
@@ -234,10 +230,7 @@ SWAP_PICKS = {
 @pytest.mark.parametrize("fast_hbm", [False, True])
 def test_swap_rows(tmp_path, fast_hbm):
     picks, flag = (SWAP_PICKS_FAST_HBM, ", true") if fast_hbm else (SWAP_PICKS, "")
-    row = f"cute_gemm::sm90::choose_swap_config(a0, 132{flag})"
-    expr = f"{row} * 100 + cute_gemm::sm90::choose_splits(a0, a1, a2, 1, {row}, 132{flag})"
-    out = rule_values(tmp_path, "sm90/configs.h", expr, list(picks))
-    assert {shape: (v // 100, v % 100) for shape, v in zip(picks, out)} == picks
+    check_picks(tmp_path, picks, f"cute_gemm::sm90::choose_swap_config(a0, 132{flag})", flag)
 
 
 # The same on a GPU whose HBM is fast (fast_hbm: peak bandwidth per SM kFastHbmMBsPerSm or more, the
@@ -262,11 +255,3 @@ SWAP_PICKS_FAST_HBM = {
 # Unswapped rows on such a GPU: PICKS, but the short-K rule takes the 128x256 tile (81920x256x256
 # 31.2 us against row 1's 33.7, torch.mm 29.5; session 33, H200, bf16).
 PICKS_FAST_HBM = {**PICKS, (81920, 256, 256): (0, 1)}
-
-
-@needs_cxx
-def test_chooser_fast_hbm(tmp_path):
-    expr = ("cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132, true) * 100 + cute_gemm::sm90::choose_splits(a0, a1, "
-            "a2, 1, cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132, true), 132, true)")
-    out = rule_values(tmp_path, "sm90/configs.h", expr, list(PICKS_FAST_HBM))
-    assert {shape: (v // 100, v % 100) for shape, v in zip(PICKS_FAST_HBM, out)} == PICKS_FAST_HBM
