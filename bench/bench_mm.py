@@ -61,9 +61,10 @@ NAMED_VARIANTS = {
     "nopdl": {"CUTE_GEMM_PDL": "0"},        # the chooser's pick launched without programmatic dependent launch
     "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
     "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
-    "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 16 on the unswapped sm90 rows (auto: C^T = B^T A^T, rows 6 / 10)
+    "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 32 on the unswapped sm90 rows (auto: C^T = B^T A^T, rows 6 / 10 / 11)
     "swap128": {"CUTE_GEMM_SWAP_CONFIG": "6"},  # the swapped path on row 6, 128x16 tiles (auto: its rule's row)
     "swap64": {"CUTE_GEMM_SWAP_CONFIG": "10"},  # ... on row 10, 64x16 tiles
+    "swap32": {"CUTE_GEMM_SWAP_CONFIG": "11"},  # ... on row 11, 64x32 tiles (M <= 32)
     "fasthbm": {"CUTE_GEMM_FAST_HBM": "1"},  # the sm90 chooser's rules for fast HBM (the H200's; auto: by the GPU's bandwidth)
     "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
     "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
@@ -135,11 +136,14 @@ def parse_variants(text: str) -> list[str]:
             bad_splits = slash and (family != "sm90" or not row or not (splits.isascii() and splits.isdecimal())
                                     or not 1 <= int(splits) <= MAX_SPLITS)
             narrow_row = family == "narrow" and row and not bad_row and not slash
-            if part not in NAMED_VARIANTS and not narrow_row and (family not in FAMILIES or bad_row or bad_splits):
+            split_count = (family == "splits" and not slash and row.isascii() and row.isdecimal()
+                           and 1 <= int(row) <= MAX_SPLITS)
+            if (part not in NAMED_VARIANTS and not narrow_row and not split_count
+                    and (family not in FAMILIES or bad_row or bad_splits)):
                 raise argparse.ArgumentTypeError(
-                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, swap128, swap64, fasthbm, slowhbm, nolate, "
-                    "tcopy, cscratch, "
-                    "narrow:N, sm80, sm90, "
+                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, swap128, swap64, swap32, "
+                    "fasthbm, slowhbm, nolate, tcopy, cscratch, "
+                    "narrow:N, splits:S, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
         envs = [variant_env(part) for part in parts]
         keys = [k for env in envs for k in env]
@@ -168,7 +172,8 @@ def variant_env(variant: str) -> dict[str, str]:
     sm80::narrow_pays expects a gain, "nonarrow" never), on their rule's row or row N of sm80/configs.h
     (1 or 2; another row fails on the shapes that take them); the default kernels where no operand
     needs them (on an sm80-default GPU, "narrow:N" pins those to row N as well); "sm90:N/S": row N
-    with S K slices (CUTE_GEMM_SPLITS=S); "a+b": the settings of a and of b together."""
+    with S K slices (CUTE_GEMM_SPLITS=S); "splits:S": the chooser's row with S K slices (with
+    "swap32" and the like: the swapped path's row); "a+b": the settings of a and of b together."""
     if "+" in variant:
         return {k: v for part in variant.split("+") for k, v in variant_env(part).items()}
     if variant in NAMED_VARIANTS:
@@ -176,6 +181,8 @@ def variant_env(variant: str) -> dict[str, str]:
     family, _, row = variant.partition(":")
     if family == "narrow":
         return {**NAMED_VARIANTS["narrow"], "CUTE_GEMM_SM80_CONFIG": row}
+    if family == "splits":
+        return {"CUTE_GEMM_SPLITS": row}
     row, _, splits = row.partition("/")
     env = {"CUTE_GEMM_FAMILY": family}
     if row:
@@ -200,8 +207,9 @@ def parse_args(argv=None):
                       help="also time these cute_gemm variants: auto, tuned (the autotune cache), sk / nosk "
                            "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), narrow / "
                            "narrow:row / nonarrow (unaligned operands read in place by the SM80 4-byte kernels "
-                           "wherever they can / never; auto: where the rule expects a gain), noswap (M <= 16 unswapped), "
-                           "swap128 / swap64 (the swapped decode path on its 128x16 or 64x16 row), "
+                           "wherever they can / never; auto: where the rule expects a gain), noswap (M <= 32 unswapped), "
+                           "swap128 / swap64 / swap32 (the swapped decode "
+                           "path on its 128x16, 64x16 or 64x32 row), splits:S (S K slices on the chooser's row), "
                            "fasthbm / slowhbm (the sm90 chooser's rules for the H200's HBM or the H100's), "
                            "tcopy (torch's copies on the unaligned path), cscratch (C rows TMA cannot store: a scratch "
                            "C copied out), a family, "

@@ -574,18 +574,21 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow, row_copy, &copies);
   copies.launch();
   const int64_t kVec = vec_of(a);
-  // The swapped decode path (sm90 rows 6 and 10, sessions 19 and 32): for M <= 16 rows without an
-  // X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row tiles and the
-  // few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns element by
-  // element (C is at most 16 rows). Needs A read K-major (its rows become 16-row K-major boxes) and one problem.
-  // CUTE_GEMM_DECODE_SWAP=0 turns it off; a pinned CUTE_GEMM_SM90_CONFIG row runs unswapped.
+  // The swapped decode path (sm90 rows 6, 10 and 11; sessions 19, 32 and 34): for M <= 32 rows
+  // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
+  // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
+  // element by element (C is at most 32 rows). Needs A read K-major (its rows become 16- or 32-row
+  // K-major boxes) and one problem. CUTE_GEMM_DECODE_SWAP=0 turns it off; a pinned
+  // CUTE_GEMM_SM90_CONFIG row runs unswapped.
   const int swap_env = env_int("CUTE_GEMM_DECODE_SWAP", 0, 1);
-  // CUTE_GEMM_SWAP_CONFIG=<row>: the swapped path's tile, row 6 (128x16) or 10 (64x16) of
-  // sm90/configs.h (tests, benchmarks); unset: sm90::choose_swap_config.
+  // CUTE_GEMM_SWAP_CONFIG=<row>: the swapped path's tile, row 6 (128x16), 10 (64x16) or 11 (64x32)
+  // of sm90/configs.h (tests, benchmarks); unset: sm90::choose_swap_config.
   const int swap_cfg_env = env_int("CUTE_GEMM_SWAP_CONFIG", 0, sm90::kNumConfigs - 1);
-  TORCH_CHECK_VALUE(swap_cfg_env < 0 || swap_cfg_env == sm90::kSwapConfig || swap_cfg_env == sm90::kSwap64Config,
-                    "CUTE_GEMM_SWAP_CONFIG must be ", num(sm90::kSwapConfig), " or ", num(sm90::kSwap64Config),
-                    " (the swapped decode rows of csrc/sm90/configs.h), got '", num(swap_cfg_env), "'");
+  TORCH_CHECK_VALUE(swap_cfg_env < 0 || swap_cfg_env == sm90::kSwapConfig || swap_cfg_env == sm90::kSwap64Config ||
+                        swap_cfg_env == sm90::kSwap32Config,
+                    "CUTE_GEMM_SWAP_CONFIG must be ", num(sm90::kSwapConfig), ", ", num(sm90::kSwap64Config), " or ",
+                    num(sm90::kSwap32Config), " (the swapped decode rows of csrc/sm90/configs.h), got '",
+                    num(swap_cfg_env), "'");
   const bool swap = sm90 && !tf32 && batch == 1 && rows <= sm90::kSwapMaxM && !x.defined() && A.k_major &&
                     swap_env != 0 && pinned_sm90_cfg < 0;
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
@@ -792,7 +795,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   } else if (forced_cfg >= 0) {
     cfg = forced_cfg;
   } else if (swap) {
-    cfg = swap_cfg_env >= 0 ? swap_cfg_env : sm90::choose_swap_config(p.m, num_sms, hbm_fast);
+    cfg = swap_cfg_env >= 0 ? swap_cfg_env : sm90::choose_swap_config(p.m, num_sms, hbm_fast, p.n);
   } else {
     cfg = sm90 ? sm90::choose_config(p.m, p.n, p.k, batch, num_sms, hbm_fast)
                : sm80::choose_config(p.m, p.n, num_sms, int(prop->sharedMemPerBlockOptin));

@@ -79,14 +79,15 @@ def main():
             os.environ.pop("CUTE_GEMM_SPLITS")
             os.environ.pop("CUTE_GEMM_SM90_CONFIG")
             cases += 5
-            for swap_row in ("6", "10"):  # the swapped decode path's rows (128x16, 64x16 tiles)
+            for swap_row in ("6", "10", "11"):  # the swapped decode path's rows (128x16, 64x16, 64x32 tiles)
                 os.environ["CUTE_GEMM_SWAP_CONFIG"] = swap_row
                 os.environ["CUTE_GEMM_SPLITS"] = "3"
                 run_case(16, 1024, 2048, "nt", torch.bfloat16)  # M <= 16: the swapped decode path, split
                 os.environ.pop("CUTE_GEMM_SPLITS")
                 run_case(5, 1031, 200, "nn", torch.bfloat16)  # swapped, one slice, B copied (N odd)
                 run_case(16, 2048, 4096, "nt", torch.float16)  # swapped, the rule's slices (4 / 2)
-                cases += 3
+                run_case(27, 1031, 200, "nn", torch.bfloat16)  # 17 <= M <= 32 (two column tiles on rows 6, 10)
+                cases += 4
             os.environ.pop("CUTE_GEMM_SWAP_CONFIG")
             # The stream-K tail (128x64 tiles: more than one wave, pieces of up to three blocks).
             os.environ["CUTE_GEMM_STREAM_K"] = "1"

@@ -78,6 +78,9 @@ def test_variants_parse_and_select_knobs():
     assert bench.parse_variants("auto,cscratch,tcopy+cscratch") == ["auto", "cscratch", "tcopy+cscratch"]
     assert bench.variant_env("noswap") == {"CUTE_GEMM_DECODE_SWAP": "0"}
     assert bench.variant_env("swap64") == {"CUTE_GEMM_SWAP_CONFIG": "10"}
+    assert bench.variant_env("swap32") == {"CUTE_GEMM_SWAP_CONFIG": "11"}
+    assert bench.parse_variants("swap32+splits:2,splits:64") == ["swap32+splits:2", "splits:64"]
+    assert bench.variant_env("swap32+splits:2") == {"CUTE_GEMM_SWAP_CONFIG": "11", "CUTE_GEMM_SPLITS": "2"}
     assert bench.variant_env("fasthbm+swap64") == {"CUTE_GEMM_FAST_HBM": "1", "CUTE_GEMM_SWAP_CONFIG": "10"}
     assert bench.variant_env("slowhbm") == {"CUTE_GEMM_FAST_HBM": "0"}
     assert bench.variant_env("swap128+nopdl") == {"CUTE_GEMM_SWAP_CONFIG": "6", "CUTE_GEMM_PDL": "0"}
@@ -87,10 +90,11 @@ def test_variants_parse_and_select_knobs():
                                                   "CUTE_GEMM_SM80_CONFIG": "2"}
     for bad in ("sm70", "auto:1", "sm80:x", "tuned:1", "sm80:1/2", "sm90:1/0", "sm90:1/x", "sm90/2",
                 "sm90:/4", "sm90:2/", "sm90:2/65", "sm90:1/\u00b2", "sm90:\u00b2", "narrow:", "narrow:x",
-                "narrow:1/2", "narrow:\u00b2", "nopdl:1", "sm80+", "+narrow", "sm80+sm70"):
+                "narrow:1/2", "narrow:\u00b2", "nopdl:1", "sm80+", "+narrow", "sm80+sm70", "splits:", "splits:0",
+                "splits:65", "splits:2/2", "splits:x", "splits:\u00b2"):
         with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap"):
             bench.parse_variants(bad)
-    for clash in ("narrow+nonarrow", "sm80+sm90", "sm80:1+narrow:2"):
+    for clash in ("narrow+nonarrow", "sm80+sm90", "sm80:1+narrow:2", "sm90:2/2+splits:4", "swap32+swap64"):
         with pytest.raises(argparse.ArgumentTypeError, match="sets a knob twice"):
             bench.parse_variants(clash)
 

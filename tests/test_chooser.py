@@ -223,6 +223,12 @@ SWAP_PICKS = {
     (1024, 16, 2048): (10, 2),   # 16 tiles, 32 K tiles: 2 slices of 16 (4 would keep 8; unmeasured)
     (1024, 16, 1024): (10, 1),   # 16 K tiles: no slice keeps 16 (row 6 would not split either)
     (512, 16, 8192): (10, 4),    # 8 tiles: 4 slices at most
+    # 17 <= M <= 32: row 11 (64x32 tiles of C^T) with row 10's slices (session 34, H200; configs.h).
+    (8192, 32, 8192): (11, 1),   # 128 tiles: 36.9 us against 43.5 in 2 slices
+    (4096, 32, 4096): (11, 1),   # 64 tiles
+    (2048, 24, 4096): (11, 2),   # 32 tiles
+    (1024, 17, 4096): (11, 4),   # 16 tiles
+    (14336, 32, 4096): (11, 1),  # 224 tiles: 33.3 against 44.8 in 2 slices
 }
 
 
@@ -230,7 +236,8 @@ SWAP_PICKS = {
 @pytest.mark.parametrize("fast_hbm", [False, True])
 def test_swap_rows(tmp_path, fast_hbm):
     picks, flag = (SWAP_PICKS_FAST_HBM, ", true") if fast_hbm else (SWAP_PICKS, "")
-    check_picks(tmp_path, picks, f"cute_gemm::sm90::choose_swap_config(a0, 132{flag})", flag)
+    check_picks(tmp_path, picks, f"cute_gemm::sm90::choose_swap_config(a0, 132, {str(fast_hbm).lower()}, a1)", flag)
+
 
 
 # The same on a GPU whose HBM is fast (fast_hbm: peak bandwidth per SM kFastHbmMBsPerSm or more, the
@@ -249,6 +256,7 @@ SWAP_PICKS_FAST_HBM = {
     (2560, 16, 4096): (10, 2),   # 40 tiles: unmeasured (3 slices would fit a wave: not taken)
     (4224, 16, 4096): (10, 2),   # 66 tiles: two slices fill the 132 SMs
     (4288, 16, 4096): (10, 1),   # 67 tiles: two slices would not fit
+    (4096, 32, 4096): (11, 2),   # row 11 takes row 10's slices: 13.6 against 13.9 unsplit
 }
 
 

@@ -436,7 +436,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_DECODE_SWAP", "-1", r"CUTE_GEMM_DECODE_SWAP must be an integer in \[0, 1\]"),
-    ("CUTE_GEMM_SWAP_CONFIG", "3", r"CUTE_GEMM_SWAP_CONFIG must be 6 or 10 \(the swapped decode rows"),
+    ("CUTE_GEMM_SWAP_CONFIG", "3", r"CUTE_GEMM_SWAP_CONFIG must be 6, 10 or 11 \(the swapped decode rows"),
     ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAST_HBM", "2", r"CUTE_GEMM_FAST_HBM must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_LATE_C", "on", r"CUTE_GEMM_LATE_C must be an integer in \[0, 1\]"),
@@ -760,9 +760,9 @@ def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
     assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
 
 
-# The swapped decode path (sm90, M <= 16, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles) or
-# row 10 (64x16), stored into C's columns element by element.
-SWAP_ROWS = (6, 10)  # sm90 rows 6 (128x16) and 10 (64x16): CUTE_GEMM_SWAP_CONFIG picks one
+# The swapped decode path (sm90, M <= 32, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles),
+# row 10 (64x16) or row 11 (64x32), stored into C's columns element by element.
+SWAP_ROWS = (6, 10, 11)  # sm90 rows 6 (128x16), 10 (64x16), 11 (64x32): CUTE_GEMM_SWAP_CONFIG picks one
 
 
 def sm90_rows_run(fn):
@@ -783,20 +783,24 @@ def sm90_rows_run(fn):
 
 @pytest.mark.parametrize("swap_row", SWAP_ROWS)
 def test_swapped_decode_path(monkeypatch, swap_row):
-    """M <= 16 with A read K-major: the swapped row runs (kernel names), right against float64 with
-    NaN-poisoned outputs for odd N and K in every B layout and both dtypes, into strided out= views
-    and fp32 outputs, with split-K (the same bits twice); M = 17, an M-major A or a bias keep the
-    unswapped rows; CUTE_GEMM_DECODE_SWAP=0 turns it off."""
+    """M <= 32 with A read K-major: the pinned swapped row runs (kernel names), right against float64
+    with NaN-poisoned outputs for odd M, N and K (M past the row's 16 or 32 columns: two column
+    tiles on rows 6 and 10) in every B layout and both dtypes, into strided out= views and fp32
+    outputs, with split-K (the same bits twice); M = 33, an M-major A or a bias keep the unswapped
+    rows; CUTE_GEMM_DECODE_SWAP=0 turns it off."""
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_SWAP_CONFIG", str(swap_row))
     a, b = make_operand(16, 4096, "n", torch.bfloat16), make_operand(4096, 4096, "n", torch.bfloat16)
     assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {swap_row}
+    a32 = make_operand(32, 4096, "n", torch.bfloat16)
+    assert sm90_rows_run(lambda: cute_gemm.mm(a32, b)) == {swap_row}
     for dtype in DTYPES:
-        for m, n, k in itertools.product([1, 2, 7, 16], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
+        for m, n, k in itertools.product([1, 2, 7, 16, 17, 32], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
             for lb in "nt":
                 check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
         # Split-K (16x2048x4096, 64 K tiles: row 6's 16 tiles in 4 slices, row 10's 32 in 2): reproducible bits.
         check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
+        check_reproducible(make_operand(24, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
         a, b = make_operand(9, 300, "n", dtype), make_operand(300, 520, "t", dtype)
         ref = a.double() @ b.double()
         buf = torch.full((9, 530), float("nan"), dtype=dtype, device="cuda")
@@ -818,7 +822,7 @@ def test_swapped_decode_path(monkeypatch, swap_row):
             assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {swap_row}
             check_reproducible(a, b)
     a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)
-    a17 = make_operand(17, 256, "n", torch.float16)
+    a33 = make_operand(33, 256, "n", torch.float16)
     bias = torch.randn(512, device="cuda").half()
     # A bmm whose weight is shared (batch stride 0) and whose batches of A stack row after row is
     # one problem of L * M rows: 2 x 5 rows take the swapped path, and C's rows land per batch.
@@ -827,7 +831,7 @@ def test_swapped_decode_path(monkeypatch, swap_row):
     assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {swap_row}
     assert rel_err(cute_gemm.bmm(a3, w), a3.double() @ w.double()) <= REL_BOUND[torch.float16]
     # Where it does not apply (each call must show some sm90 row, so an unparsed trace cannot pass).
-    for fn in (lambda: cute_gemm.mm(a17, b16), lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16),
+    for fn in (lambda: cute_gemm.mm(a33, b16), lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16),
                lambda: cute_gemm.addmm(bias, a16, b16)):
         rows = sm90_rows_run(fn)
         assert rows and swap_row not in rows, rows
@@ -870,6 +874,18 @@ def test_swapped_rows_by_rule(monkeypatch, fast_hbm):
         want = 10 if tiles <= sms and (fast or 2 * tiles <= sms or 8 * tiles >= 7 * sms) else 6
         a, b = make_operand(16, 2048, "n", torch.bfloat16), make_operand(2048, n, "n", torch.bfloat16)
         assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {want}, n
+        check(a, b)
+
+
+def test_swap32_rows_by_rule(monkeypatch):
+    """17 <= M <= 32, unpinned: the swapped path on row 11 (64x32), within a wave of its tiles and
+    past it; right."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.delenv("CUTE_GEMM_SWAP_CONFIG", raising=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for m, n in ((17, 4096), (32, 64 * sms), (32, 64 * sms + 1), (24, 14336)):
+        a, b = make_operand(m, 1024, "n", torch.bfloat16), make_operand(1024, n, "t", torch.bfloat16)
+        assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {11}, (m, n)
         check(a, b)
 
 

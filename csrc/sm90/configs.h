@@ -27,14 +27,15 @@ inline constexpr TileConfig kConfigs[] = {
     /* 8 */ {192, 192, 64, 4, 3, 1, "192x192x64_s4_c3"},     // 3 x (64x192): one wave where 128x256 tiles just pass one
     /* 9 */ {128, 128, 64, 6, 2, 2, "128x128x64_s6_c2_m2"},  // row 1 + 2x1 cluster: B multicast, a quarter less L2 traffic
     /* 10 */ {64, 16, 64, 20, 1, 1, "64x16x64_s20_c1"},      // decode, swapped: row 6's tile at half the rows, twice the blocks
+    /* 11 */ {64, 32, 64, 18, 1, 1, "64x32x64_s18_c1"},      // decode, swapped, 17 <= M <= 32: row 10's tile at 32 rows of M
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
-// The swapped decode rows 6 and 10 (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N fills
-// the 128- or 64-row tile and the few rows of A are WGMMA's N (16): a 64-row tile multiplied every
-// byte of B by 64 rows of A, 63 of them empty at M = 1 (session 19). choose_config never picks
-// them; choose_swap_config (below) picks between them.
+// The swapped decode rows 6, 10 and 11 (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N
+// fills the 128- or 64-row tile and the few rows of A are WGMMA's N (16, or 32 on row 11): a
+// 64-row tile multiplied every byte of B by 64 rows of A, 63 of them empty at M = 1 (session 19).
+// choose_config never picks them; choose_swap_config (below) picks among them.
 inline constexpr int kSwapConfig = 6;
-inline constexpr int kSwapMaxM = 16;
+inline constexpr int kSwapMaxM = 32;  // rows 6 and 10 take M <= 16 (their tiles' 16 columns), row 11 17-32
 
 // Output tiles of one batch that blocks compute, counting a cluster's blocks past M (a cluster
 // covers cluster_m tile rows): the kernel's unit count and the split-K workspace's tile count.
@@ -113,7 +114,22 @@ inline constexpr int kFastHbmMBsPerSm = 31000;
 inline constexpr int kSwap64Config = 10;
 static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs[kSwap64Config].consumers == 1,
               "row 10 is row 6's swapped tile at fewer rows");
-inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false) {  // n: C's columns, the swapped kernel's M
+// Session 34 (H200, bf16, the benchmark's rotated operands, us): 17 <= M <= 32 takes row 11, row
+// 10's 64-row tile with WGMMA's N at 32 (18 stages of 12 KB, 8 KB of them B's, fit the shared
+// memory), with row 10's K slices. Unswapped (rows 4 and 5) / row 11 (torch.mm):
+// 32x8192x8192 44.7 / **37.0** (36.6), 17x4096x4096 16.9 / **13.8** (13.9), 32x2048x4096 13.2 /
+// **10.4** (10.0), 20x1024x4096 12.9 / **7.9** (8.2), 32x5120x8192 33.8 / **26.0** (27.5), and past
+// one wave of its tiles, 32x14336x4096 (224) 35.2 / **33.6** (32.1), 32x28672x8192 (448) 124.3 /
+// 124.2 (113.2): so every such M. Its slices, 1 / 2 / 4: 32x8192x8192 **36.9** / 43.5 / 48.9,
+// 32x4096x4096 13.9 / **13.6** / 18.2, 32x2048x4096 13.3 / 10.3 / **9.5**, 20x1024x4096 13.0 / 9.8 /
+// **7.9**, 32x5120x8192 **25.9** / 36.2 / 35.6 (row 10's rule takes 1, 2, 2, 4, 1).
+inline constexpr int kSwap32Config = 11;
+static_assert(kConfigs[kSwap32Config].bm == kConfigs[kSwap64Config].bm && kConfigs[kSwap32Config].bn == kSwapMaxM &&
+                  kConfigs[kSwap32Config].consumers == 1 && kConfigs[kSwapConfig].bn == 16,
+              "row 11 is row 10's tile at 32 columns; rows 6 and 10 hold 16");
+// n: C's columns, the swapped kernel's M; m: C's rows (at most kSwapMaxM).
+inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m = 1) {
+  if (m > kConfigs[kSwapConfig].bn) return kSwap32Config;
   const long long tiles = (n + kConfigs[kSwap64Config].bm - 1) / kConfigs[kSwap64Config].bm;
   return tiles <= num_sms && (fast_hbm || 2 * tiles <= num_sms || 8 * tiles >= 7LL * num_sms) ? kSwap64Config
                                                                                               : kSwapConfig;
@@ -122,10 +138,10 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false) {  // n
 // fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (gemm.cpp; session 33's rules).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
-  if (c.consumers < 2 && cfg != kSwapConfig && cfg != kSwap64Config) return 1;
+  if (c.consumers < 2 && cfg != kSwapConfig && cfg != kSwap64Config && cfg != kSwap32Config) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
-  if (cfg == kSwap64Config) {
+  if (cfg == kSwap64Config || cfg == kSwap32Config) {
     long long s = num_sms / 2 / tiles;
     if (fast_hbm && s < 2 && 2 * tiles <= num_sms) s = 2;  // two slices in one wave (session 33)
     s = s < 4 ? s : 4;

@@ -132,6 +132,7 @@ struct KernelTraits {
   };
   // +1 KB: the dynamic shared memory base is only guaranteed 16-byte aligned.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an SM90 block can opt in to: fewer stages");
 
   // Register split: the producer warpgroup needs few, the consumers hold 128 fp32 accumulators
   // and two deferred C chunks (kernel.h; row 7: 96 and six 32-column chunks). 40 + 2 x 232 = 3 x 168, the pool that 384 threads of
