@@ -85,7 +85,7 @@ def main():
                 run_case(16, 1024, 2048, "nt", torch.bfloat16)  # M <= 16: the swapped decode path, split
                 os.environ.pop("CUTE_GEMM_SPLITS")
                 run_case(5, 1031, 200, "nn", torch.bfloat16)  # swapped, one slice, B copied (N odd)
-                run_case(16, 2048, 4096, "nt", torch.float16)  # swapped, the rule's slices (4 / 2)
+                run_case(16, 2048, 4096, "nt", torch.float16)  # swapped, the rule's slices (row 6: 4, rows 10, 11: 2)
                 run_case(27, 1031, 200, "nn", torch.bfloat16)  # 17 <= M <= 32 (two column tiles on rows 6, 10)
                 cases += 4
             os.environ.pop("CUTE_GEMM_SWAP_CONFIG")

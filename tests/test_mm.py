@@ -798,38 +798,42 @@ def test_swapped_decode_path(monkeypatch, swap_row):
         for m, n, k in itertools.product([1, 2, 7, 16, 17, 32], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
             for lb in "nt":
                 check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
-        # Split-K (16x2048x4096, 64 K tiles: row 6's 16 tiles in 4 slices, row 10's 32 in 2): reproducible bits.
+        # Split-K (16x2048x4096, 64 K tiles: row 6's 16 tiles in 4 slices, rows 10 and 11's 32 in 2): reproducible
+        # bits; at 24 rows row 11 splits in 2 (rows 6 and 10 make two column tiles, unsplit on the H100's rule).
         check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
         check_reproducible(make_operand(24, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
-        a, b = make_operand(9, 300, "n", dtype), make_operand(300, 520, "t", dtype)
-        ref = a.double() @ b.double()
-        buf = torch.full((9, 530), float("nan"), dtype=dtype, device="cuda")
-        out = buf[:, 3:523]
-        cute_gemm.mm(a, b, out=out)
-        assert rel_err(out, ref) <= REL_BOUND[dtype]
-        assert buf[:, :3].isnan().all() and buf[:, 523:].isnan().all()
-        assert rel_err(cute_gemm.mm(a, b, out_dtype=torch.float32), ref) <= 1e-5
-        col = torch.full((520, 9), float("nan"), dtype=dtype, device="cuda").t()  # a column-major out=
-        cute_gemm.mm(a, b, out=col)
-        assert rel_err(col, ref) <= REL_BOUND[dtype]
+        for m in (9, 27):  # out= views, fp32 and column-major outputs, within one column tile and past 16 rows
+            a, b = make_operand(m, 300, "n", dtype), make_operand(300, 520, "t", dtype)
+            ref = a.double() @ b.double()
+            buf = torch.full((m, 530), float("nan"), dtype=dtype, device="cuda")
+            out = buf[:, 3:523]
+            cute_gemm.mm(a, b, out=out)
+            assert rel_err(out, ref) <= REL_BOUND[dtype]
+            assert buf[:, :3].isnan().all() and buf[:, 523:].isnan().all()
+            assert rel_err(cute_gemm.mm(a, b, out_dtype=torch.float32), ref) <= 1e-5
+            col = torch.full((520, m), float("nan"), dtype=dtype, device="cuda").t()  # a column-major out=
+            cute_gemm.mm(a, b, out=col)
+            assert rel_err(col, ref) <= REL_BOUND[dtype]
     # The stream-K tail on the swapped row (CUTE_GEMM_STREAM_K=1; 3x28672x1024: 224 tiles of row 6,
-    # 448 of row 10, on at most 132 SMs), and split-K forced to 7 slices: right and reproducible.
-    for env in ({"CUTE_GEMM_STREAM_K": "1"}, {"CUTE_GEMM_SPLITS": "7"}):
+    # 448 of rows 10 and 11, on at most 132 SMs; at 20 rows twice that on rows 6 and 10), and split-K
+    # forced to 7 slices: right and reproducible.
+    for env, m in itertools.product(({"CUTE_GEMM_STREAM_K": "1"}, {"CUTE_GEMM_SPLITS": "7"}), (3, 20)):
         with pytest.MonkeyPatch.context() as mp:
             for key, value in env.items():
                 mp.setenv(key, value)
-            a, b = make_operand(3, 1024, "n", torch.bfloat16), make_operand(1024, 28672, "t", torch.bfloat16)
+            a, b = make_operand(m, 1024, "n", torch.bfloat16), make_operand(1024, 28672, "t", torch.bfloat16)
             assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {swap_row}
             check_reproducible(a, b)
     a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)
     a33 = make_operand(33, 256, "n", torch.float16)
     bias = torch.randn(512, device="cuda").half()
     # A bmm whose weight is shared (batch stride 0) and whose batches of A stack row after row is
-    # one problem of L * M rows: 2 x 5 rows take the swapped path, and C's rows land per batch.
-    a3 = torch.randn(2, 5, 64, device="cuda").half()
+    # one problem of L * M rows: 2 x 5 and 2 x 13 rows take the swapped path, and C's rows land per batch.
     w = torch.randn(64, 100, device="cuda").half().expand(2, 64, 100)
-    assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {swap_row}
-    assert rel_err(cute_gemm.bmm(a3, w), a3.double() @ w.double()) <= REL_BOUND[torch.float16]
+    for m in (5, 13):
+        a3 = torch.randn(2, m, 64, device="cuda").half()
+        assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {swap_row}
+        assert rel_err(cute_gemm.bmm(a3, w), a3.double() @ w.double()) <= REL_BOUND[torch.float16]
     # Where it does not apply (each call must show some sm90 row, so an unparsed trace cannot pass).
     for fn in (lambda: cute_gemm.mm(a33, b16), lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16),
                lambda: cute_gemm.addmm(bias, a16, b16)):
@@ -879,14 +883,17 @@ def test_swapped_rows_by_rule(monkeypatch, fast_hbm):
 
 def test_swap32_rows_by_rule(monkeypatch):
     """17 <= M <= 32, unpinned: the swapped path on row 11 (64x32), within a wave of its tiles and
-    past it; right."""
+    past it, unsplit and in its rule's K slices; right and reproducible, both dtypes and B layouts."""
     use_family(monkeypatch, "sm90")
     monkeypatch.delenv("CUTE_GEMM_SWAP_CONFIG", raising=False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for m, n in ((17, 4096), (32, 64 * sms), (32, 64 * sms + 1), (24, 14336)):
-        a, b = make_operand(m, 1024, "n", torch.bfloat16), make_operand(1024, n, "t", torch.bfloat16)
+    for m, n, k, dtype, lb in ((17, 4096, 1024, torch.bfloat16, "t"), (32, 64 * sms, 1024, torch.bfloat16, "t"),
+                               (32, 64 * sms + 1, 1024, torch.float16, "n"), (24, 14336, 1024, torch.bfloat16, "t"),
+                               (32, 2048, 4096, torch.float16, "n"), (17, 1024, 4096, torch.bfloat16, "n")):
+        # (the last two: 32 and 16 tiles of 64 K tiles, which the rule splits in 2 and 4)
+        a, b = make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype)
         assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {11}, (m, n)
-        check(a, b)
+        check_reproducible(a, b)
 
 
 @pytest.mark.parametrize("fast_hbm, row", [("0", 1), ("1", 0)])

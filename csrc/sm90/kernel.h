@@ -595,8 +595,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       }
 
-      // Epilogue, on this warpgroup's slice of rows, one chunk (kChunkN columns: 64, row 7's 32, rows 6 and 10's
-      // 16) at a time: bias/C term, scaling and activation on the chunk's fp32 accumulators (addmm), then
+      // Epilogue, on this warpgroup's slice of rows, one chunk (kChunkN columns: 64, rows 7 and 11's 32,
+      // rows 6 and 10's 16) at a time: bias/C term, scaling and activation on the chunk's fp32 accumulators (addmm), then
       // its stores. A compile-time loop: every index and coordinate is a constant, so the values stay in
       // registers (a runtime chunk index would put the accumulators in local memory), and each chunk's
       // registers are free once it is stored.

@@ -36,8 +36,8 @@ struct KernelTraits {
 
   // WGMMA reads A and B straight from shared memory in the 128-byte-swizzled canonical layouts
   // (K-major or MN-major per operand); TMA writes them in the same swizzle.
-  // An MN-major tile narrower than 64 elements (the swapped decode rows' 16 columns) takes the
-  // swizzle of its width (32 bytes: 16 x 8 atoms).
+  // An MN-major tile narrower than 64 elements (the swapped decode rows' 16 or 32 columns) takes the
+  // swizzle of its width (32 or 64 bytes: 16 x 8 or 32 x 8 atoms).
   template <bool KMajor, int MN>
   using SmemAtom = std::conditional_t<
       KMajor, GMMA::Layout_K_SW128_Atom<Element>,
@@ -87,7 +87,7 @@ struct KernelTraits {
   // One 128-byte swizzle row of 16-bit elements (64 columns) where that gives one chunk or an even
   // number (the two staging buffers alternate across tiles); half of one otherwise (192 columns:
   // six chunks; with three, a tile's last chunk and the next tile's first would share a buffer);
-  // a narrower tile (the swapped decode rows, 16 columns) is one chunk of its own width, staged in
+  // a narrower tile (the swapped decode rows, 16 or 32 columns) is one chunk of its own width, staged in
   // the swizzle of that width.
   static constexpr int kChunkN = kBN < 64 ? kBN : kBN == 64 || kBN % 128 == 0 ? 64 : 32;
   static_assert(kChunkN == 64 || kChunkN == 32 || kChunkN == 16, "C chunks of 16, 32 or 64 columns");
