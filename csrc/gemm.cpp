@@ -584,8 +584,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // CUTE_GEMM_SWAP_CONFIG=<row>: the swapped path's tile, row 6 (128x16), 10 (64x16) or 11 (64x32)
   // of sm90/configs.h (tests, benchmarks); unset: sm90::choose_swap_config.
   const int swap_cfg_env = env_int("CUTE_GEMM_SWAP_CONFIG", 0, sm90::kNumConfigs - 1);
-  TORCH_CHECK_VALUE(swap_cfg_env < 0 || swap_cfg_env == sm90::kSwapConfig || swap_cfg_env == sm90::kSwap64Config ||
-                        swap_cfg_env == sm90::kSwap32Config,
+  TORCH_CHECK_VALUE(swap_cfg_env < 0 || sm90::is_swap_config(swap_cfg_env),
                     "CUTE_GEMM_SWAP_CONFIG must be ", num(sm90::kSwapConfig), ", ", num(sm90::kSwap64Config), " or ",
                     num(sm90::kSwap32Config), " (the swapped decode rows of csrc/sm90/configs.h), got '",
                     num(swap_cfg_env), "'");

@@ -239,7 +239,6 @@ def test_swap_rows(tmp_path, fast_hbm):
     check_picks(tmp_path, picks, f"cute_gemm::sm90::choose_swap_config(a0, 132, {str(fast_hbm).lower()}, a1)", flag)
 
 
-
 # The same on a GPU whose HBM is fast (fast_hbm: peak bandwidth per SM kFastHbmMBsPerSm or more, the
 # H200; session 33, H200, bf16, forced rows and slices, us, configs.h): row 10 wherever its tiles
 # fit in one wave, and two slices where the rule above leaves it unsplit and they fit in one wave.

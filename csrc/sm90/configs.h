@@ -127,6 +127,10 @@ inline constexpr int kSwap32Config = 11;
 static_assert(kConfigs[kSwap32Config].bm == kConfigs[kSwap64Config].bm && kConfigs[kSwap32Config].bn == kSwapMaxM &&
                   kConfigs[kSwap32Config].consumers == 1 && kConfigs[kSwapConfig].bn == 16,
               "row 11 is row 10's tile at 32 columns; rows 6 and 10 hold 16");
+// The swapped decode path's rows (CUTE_GEMM_SWAP_CONFIG's values; choose_splits' slice rules).
+inline constexpr bool is_swap_config(int cfg) {
+  return cfg == kSwapConfig || cfg == kSwap64Config || cfg == kSwap32Config;
+}
 // n: C's columns, the swapped kernel's M; m: C's rows (at most kSwapMaxM).
 inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m = 1) {
   if (m > kConfigs[kSwapConfig].bn) return kSwap32Config;
@@ -138,7 +142,7 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m =
 // fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (gemm.cpp; session 33's rules).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
-  if (c.consumers < 2 && cfg != kSwapConfig && cfg != kSwap64Config && cfg != kSwap32Config) return 1;
+  if (c.consumers < 2 && !is_swap_config(cfg)) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   if (cfg == kSwap64Config || cfg == kSwap32Config) {
