@@ -62,8 +62,27 @@ nvcc_flags = common + [
 if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE"):
     nvcc_flags.append("-Xptxas=-v")
 
+# CUTE_GEMM_LAYOUTS=kn,...: a development build (a short device session) with the kernels of these
+# operand layouts only (generate.py's names: a, then b, K-major "k" or M-/N-major "m"/"n"; torch's
+# row-major a @ b is "kn"); the dispatch tables hold no kernel for the others, whose calls are an
+# error naming the knob. Unset: every layout (the product).
+layouts = [x.strip() for x in os.environ.get("CUTE_GEMM_LAYOUTS", "").split(",") if x.strip()]
+LAYOUT_BITS = {"kk": 3, "kn": 2, "mk": 1, "mn": 0}  # bit a_kmajor * 2 + b_kmajor (csrc/gemm.cpp)
+if layouts:
+    unknown = sorted(set(layouts) - set(LAYOUT_BITS))
+    if unknown:
+        raise SystemExit(f"CUTE_GEMM_LAYOUTS: {unknown} not among {sorted(LAYOUT_BITS)}")
+    cxx_flags.append(f"-DCUTE_GEMM_LAYOUTS_MASK={sum(1 << LAYOUT_BITS[x] for x in set(layouts))}")
+    print(f"cute_gemm: a development build with the layouts {', '.join(layouts)} only (CUTE_GEMM_LAYOUTS)")
+
+
+def wanted(path: Path) -> bool:
+    parts = path.stem.split("_")  # family, dtype, layout, c<row>; TF32's kk kernels are always built
+    return not layouts or parts[1] == "tf32" or parts[2] in layouts
+
+
 sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")
+    str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu") if wanted(p)
 )
 
 setup(

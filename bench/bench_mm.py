@@ -51,7 +51,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C",
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C", "CUTE_GEMM_SM90_NARROW",
          "CUTE_GEMM_ROW_COPY", "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
@@ -61,6 +61,7 @@ NAMED_VARIANTS = {
     "nopdl": {"CUTE_GEMM_PDL": "0"},        # the chooser's pick launched without programmatic dependent launch
     "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
     "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
+    "narrow90": {"CUTE_GEMM_SM90_NARROW": "1"},  # such operands read in place by the sm90 rows' cp.async-producer kernels (opt-in)
     "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 32 on the unswapped sm90 rows (auto: C^T = B^T A^T, rows 6 / 10 / 11)
     "swap128": {"CUTE_GEMM_SWAP_CONFIG": "6"},  # the swapped path on row 6, 128x16 tiles (auto: its rule's row)
     "swap64": {"CUTE_GEMM_SWAP_CONFIG": "10"},  # ... on row 10, 64x16 tiles
@@ -141,7 +142,7 @@ def parse_variants(text: str) -> list[str]:
             if (part not in NAMED_VARIANTS and not narrow_row and not split_count
                     and (family not in FAMILIES or bad_row or bad_splits)):
                 raise argparse.ArgumentTypeError(
-                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, noswap, swap128, swap64, swap32, "
+                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, noswap, swap128, swap64, swap32, "
                     "fasthbm, slowhbm, nolate, tcopy, cscratch, "
                     "narrow:N, splits:S, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")

@@ -192,12 +192,40 @@ struct Sm80Narrow {
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = narrow_launcher<D, AK, BK, C>();
 };
+// The SM90 rows' narrow kernels (cp.async producer): the rows of sm90::kNarrowConfigs, null elsewhere.
+template <DType D, bool AK, bool BK, int C>
+constexpr Launcher sm90_narrow_launcher() {
+  if constexpr (sm90::has_narrow(C)) {
+    return &sm90::run<D, AK, BK, C, true>;
+  } else {
+    return nullptr;
+  }
+}
+struct Sm90Narrow {
+  static constexpr int kNumConfigs = sm90::kNumConfigs;
+  template <DType D, bool AK, bool BK, int C>
+  static constexpr Launcher launcher = sm90_narrow_launcher<D, AK, BK, C>();
+};
+
+// A development build (setup.py's CUTE_GEMM_LAYOUTS) compiles the kernels of some operand layouts
+// only: bit a_kmajor * 2 + b_kmajor of the mask. The product builds all four.
+#ifndef CUTE_GEMM_LAYOUTS_MASK
+#define CUTE_GEMM_LAYOUTS_MASK 15
+#endif
+template <class Family, DType D, bool AK, bool BK, int C>
+constexpr Launcher table_entry() {
+  if constexpr (((CUTE_GEMM_LAYOUTS_MASK >> (int(AK) * 2 + int(BK))) & 1) != 0) {
+    return Family::template launcher<D, AK, BK, C>;
+  } else {
+    return nullptr;
+  }
+}
 
 template <class Family, size_t... I>
 constexpr auto make_table(std::index_sequence<I...>) {
   constexpr int C = Family::kNumConfigs;  // I enumerates (dtype, ak, bk, cfg), cfg fastest
   return std::array<Launcher, sizeof...(I)>{
-      Family::template launcher<DType(I / (4 * C)), bool((I / (2 * C)) % 2), bool((I / C) % 2), int(I % C)>...};
+      table_entry<Family, DType(I / (4 * C)), bool((I / (2 * C)) % 2), bool((I / C) % 2), int(I % C)>()...};
 }
 
 // TF32: one K-major instantiation per family (csrc/instantiations/generate.py's TF32 list).
@@ -549,7 +577,15 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     return !in_place(x, sm90, false, false) && !in_place(x, false, false, false);
   };
   bool narrow = false;
-  if (narrow_env != 0 && !fp32 && family != "sm90") {
+  // The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles with
+  // 4-byte cp.async, the consumers are the same WGMMA warpgroups) for the same operands, in place of
+  // the padded copies and of the SM80 narrow kernels: opt-in (CUTE_GEMM_SM90_NARROW=1) until a
+  // device run has measured them (session 35's hung on a register split, mended since; unmeasured).
+  const int sm90_narrow_env = env_int("CUTE_GEMM_SM90_NARROW", 0, 1);  // read on every call: a bad value is an error
+  const bool sm90_narrow = sm90 && !fp32 && sm90_narrow_env == 1 &&
+                           (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
+                           in_place(b.transpose(1, 2), false, false, true);
+  if (narrow_env != 0 && !fp32 && family != "sm90" && !sm90_narrow) {
     // The operands the default family would copy (the narrow kernels read both in place).
     const bool copy_a = !in_place(a, sm90, false, false), copy_b = !in_place(b.transpose(1, 2), sm90, false, false);
     // The rule leaves a pinned tile alone: an SM80 row without a narrow kernel, or (behind the SM90
@@ -570,8 +606,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // CUTE_GEMM_ROW_COPY=0: torch's copy_ (benchmarks compare the two).
   const bool row_copy = env_int("CUTE_GEMM_ROW_COPY", 0, 1) != 0;
   PendingCopies copies;  // A's and B's padded copies (if any): one launch
-  const Operand A = prepare_operand(a, sm90, tf32, narrow, row_copy, &copies);
-  const Operand B = prepare_operand(b.transpose(1, 2), sm90, tf32, narrow, row_copy, &copies);
+  const Operand A = prepare_operand(a, sm90 && !sm90_narrow, tf32, narrow || sm90_narrow, row_copy, &copies);
+  const Operand B = prepare_operand(b.transpose(1, 2), sm90 && !sm90_narrow, tf32, narrow || sm90_narrow, row_copy, &copies);
   copies.launch();
   const int64_t kVec = vec_of(a);
   // The swapped decode path (sm90 rows 6, 10 and 11; sessions 19, 32 and 34): for M <= 32 rows
@@ -588,8 +624,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                     "CUTE_GEMM_SWAP_CONFIG must be ", num(sm90::kSwapConfig), ", ", num(sm90::kSwap64Config), " or ",
                     num(sm90::kSwap32Config), " (the swapped decode rows of csrc/sm90/configs.h), got '",
                     num(swap_cfg_env), "'");
-  const bool swap = sm90 && !tf32 && batch == 1 && rows <= sm90::kSwapMaxM && !x.defined() && A.k_major &&
-                    swap_env != 0 && pinned_sm90_cfg < 0;
+  const bool swap = sm90 && !tf32 && !sm90_narrow && batch == 1 && rows <= sm90::kSwapMaxM &&
+                    !x.defined() && A.k_major && swap_env != 0 && pinned_sm90_cfg < 0;
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
   // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0). The consumers stage its
   // chunks in shared memory as for the TMA store and write the rows themselves
@@ -711,11 +747,15 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
       bn = sm80::kConfigs[sm80::kTf32Config].bn;
     } else if (sm90) {
-      launch = find_launcher<Sm90>(dtype, a_kmajor, b_kmajor, cfg);
+      launch = sm90_narrow ? find_launcher<Sm90Narrow>(dtype, a_kmajor, b_kmajor, cfg)
+                           : find_launcher<Sm90>(dtype, a_kmajor, b_kmajor, cfg);
+      TORCH_INTERNAL_ASSERT(launch != nullptr || CUTE_GEMM_LAYOUTS_MASK != 15, "no sm90 ", sm90_narrow ? "narrow " : "",
+                            "kernel for row ", num(cfg));
     } else {
       launch = narrow ? find_launcher<Sm80Narrow>(dtype, A.k_major, B.k_major, cfg)
                       : find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
-      TORCH_INTERNAL_ASSERT(launch != nullptr, "no sm80 kernel for row ", num(cfg), narrow ? " (narrow)" : "");
+      TORCH_INTERNAL_ASSERT(launch != nullptr || CUTE_GEMM_LAYOUTS_MASK != 15, "no sm80 kernel for row ", num(cfg),
+                            narrow ? " (narrow)" : "");
       bm = sm80::kConfigs[cfg].bm;
       bn = sm80::kConfigs[cfg].bn;
     }
@@ -757,6 +797,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
         if (cudaError_t e = zero_counters(r.flags, shared_tiles, p.pdl, stream); e != cudaSuccess) return e;
       }
     }
+    TORCH_CHECK(launch != nullptr, "cute_gemm: this development build (CUTE_GEMM_LAYOUTS) has no kernel for operands ",
+                (sm90 && !tf32 ? a_kmajor : A.k_major) ? "K" : "M", "-major / ",
+                (sm90 && !tf32 ? b_kmajor : B.k_major) ? "K" : "N", "-major");
     // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
     // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit
     // (a split problem never needs it: its tiles fit on the GPU, or runnable() refused it).
@@ -793,6 +836,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       "rows with one are listed in csrc/sm80/configs.h (kNarrowConfigs)");
   } else if (forced_cfg >= 0) {
     cfg = forced_cfg;
+    TORCH_CHECK_VALUE(!sm90_narrow || sm90::has_narrow(cfg), "cute_gemm: CUTE_GEMM_SM90_CONFIG=", num(cfg),
+                      " has no narrow kernel (sm90::kNarrowConfigs)");
+  } else if (sm90_narrow) {
+    cfg = sm90::choose_narrow_config(p.m, p.n, p.k, batch, num_sms, hbm_fast);
   } else if (swap) {
     cfg = swap_cfg_env >= 0 ? swap_cfg_env : sm90::choose_swap_config(p.m, num_sms, hbm_fast, p.n);
   } else {
@@ -808,7 +855,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
   }
-  if (!tf32 && !narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune_on()) {
+  if (!tf32 && !narrow && !sm90_narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune_on()) {
     // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
     // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h); a
     // cached choice this build or problem cannot run is ignored and tuned again. Not

@@ -6,6 +6,8 @@
 # (OPS_BENCH=all for its defaults). BUILD_ONLY=1 stops after the build; SKIP_BUILD=1 uses the
 # build a previous call left (a warm machine); SOAK=1 runs scripts/soak.py after the tests (10,000
 # calls on one thread, then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.
+# CUTE_GEMM_LAYOUTS=kn (setup.py) builds the row-major a @ b kernels only, in about a third of the
+# time, for a short device session (tests and benchmarks then in the "nn" layout only).
 # That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
 # .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
 set -uo pipefail

@@ -124,5 +124,8 @@ def test_instantiation_files_match_the_tables():
     expected = {f"{fam}_{d}_{lay}_c{c}.cu" for fam in gen.FAMILIES for d in gen.DTYPES for lay in gen.LAYOUTS
                 for c in range(len(bp.config_names(repo / "csrc" / fam / "configs.h")))}
     expected |= {f"sm80n_{d}_{lay}_c{c}.cu" for d in gen.DTYPES for lay in gen.LAYOUTS for c in narrow}
+    narrow90 = gen.narrow_configs(repo / "csrc" / "sm90" / "configs.h")
+    assert narrow90 and set(narrow90) <= set(range(len(bp.config_names(repo / "csrc" / "sm90" / "configs.h"))))
+    expected |= {f"sm90n_{d}_{lay}_c{c}.cu" for d in gen.DTYPES for lay in gen.LAYOUTS for c in narrow90}
     expected |= {f"{fam}_tf32_kk_c{c}.cu" for fam, c in gen.TF32}
     assert {p.name for p in (repo / "csrc" / "instantiations").glob("*.cu")} == expected

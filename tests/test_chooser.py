@@ -172,6 +172,28 @@ def test_narrow_rows(tmp_path):
     assert dict(zip(NARROW_ROWS, map(int, out))) == NARROW_ROWS
 
 
+# The sm90 narrow kernels' row (sm90::choose_narrow_config, 132 SMs, the H200's fast-HBM rules), as
+# measured in session 35 (H200, bf16 nn, us: the narrow kernels on the row picked / the best other).
+SM90_NARROW_ROWS = {
+    (574, 574, 574): 5,       # 7.6 / row 1 14.3
+    (256, 574, 514): 5,       # 7.5 / 14.7
+    (130, 66, 2050): 5,       # 17.4 / 26.6
+    (16, 4100, 4096): 1,      # 23.5 (4 K slices) / 27.9
+    (66, 4098, 4098): 1,      # 28.6 / 30.5
+    (1030, 1030, 1030): 1,    # 21.2 / 25.3 (past a wave of 64x64 tiles: the aligned rule's row)
+    (258, 4102, 4096): 1,     # 66.2 / row 5 75.6
+    (2050, 2050, 2050): 0,    # 106 / row 1 101 (a miss by 5 %)
+    (4098, 4098, 4098): 0,    # 431 / row 1 574
+}
+
+
+@needs_cxx
+def test_sm90_narrow_rows(tmp_path):
+    out = rule_values(tmp_path, "sm90/configs.h", "cute_gemm::sm90::choose_narrow_config(a0, a1, a2, 1, 132, true)",
+                      list(SM90_NARROW_ROWS))
+    assert dict(zip(SM90_NARROW_ROWS, map(int, out))) == SM90_NARROW_ROWS
+
+
 # The swapped decode row (sm90::kSwapConfig, M <= 16 run as C^T = B^T A^T): its K slices on 132
 # SMs, the problem as the kernel sees it (N rows of 128, M columns): all or nothing (configs.h has
 # the measurements, sessions 28-30, H100, forced slices).

@@ -435,6 +435,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_STREAM_K", "2", r"CUTE_GEMM_STREAM_K must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_SM90_NARROW", "2", r"CUTE_GEMM_SM90_NARROW must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_DECODE_SWAP", "-1", r"CUTE_GEMM_DECODE_SWAP must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_SWAP_CONFIG", "3", r"CUTE_GEMM_SWAP_CONFIG must be 6, 10 or 11 \(the swapped decode rows"),
     ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
@@ -760,25 +761,106 @@ def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
     assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
 
 
+# The sm90 narrow kernels (sm90/traits.h CpAsync): the same operands as the SM80 narrow kernels
+# (even extents and leading dimensions, not multiples of 8) read in place by the sm90 rows'
+# kernels whose producer moves the tiles with 4-byte cp.async; rows of sm90::kNarrowConfigs.
+SM90_NARROW_ROWS = (0, 1, 3, 5)
+
+
+@pytest.mark.parametrize("config", [None, *SM90_NARROW_ROWS], ids=["rule", *[f"row{r}" for r in SM90_NARROW_ROWS]])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_sm90_narrow_kernels_read_unaligned_operands_in_place(config, layout, monkeypatch):
+    """CUTE_GEMM_SM90_NARROW=1: the narrow sm90 kernel runs (kernel names; the pinned row), right
+    against float64 with a NaN-poisoned output, the same bits again, no padded copies (the call
+    allocates its output only), addmm's epilogue on the same path, and split-K on the narrow kernel
+    (two and three K slices: the same bits twice)."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_NARROW", "1")
+    if config is not None:
+        monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(config))
+    for (m, n, k), dtype in itertools.product(NARROW_SHAPES + [(2050, 2050, 2050), (66, 4098, 4098)], DTYPES):
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        kernels = sm90_kernels_run(lambda: check(a, b))
+        assert kernels and all(narrow for _, narrow in kernels), (m, n, k, layout, kernels)
+        if config is not None:
+            assert {row for row, _ in kernels} == {config}
+        out = cute_gemm.mm(a, b)
+        with pytest.MonkeyPatch.context() as mp:  # whole tiles: no split-K or stream-K workspace either
+            mp.setenv("CUTE_GEMM_SPLITS", "1")
+            mp.setenv("CUTE_GEMM_STREAM_K", "0")
+            before = allocations()
+            whole = cute_gemm.mm(a, b)
+            assert allocations() - before == 1, (m, n, k, layout)
+        assert rel_err(whole, a.double() @ b.double()) <= REL_BOUND[dtype]
+        assert torch.equal(out, cute_gemm.mm(a, b))
+        bias = torch.randn(n, device="cuda").to(dtype)
+        got = cute_gemm.addmm(bias, a, b, activation="relu")
+        assert rel_err(got, torch.relu(a.double() @ b.double() + bias.double())) <= REL_BOUND[dtype]
+    for splits in ("2", "3"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("CUTE_GEMM_SPLITS", splits)
+            a, b = make_operand(130, 4098, layout[0], torch.bfloat16), make_operand(4098, 258, layout[1], torch.bfloat16)
+            check_reproducible(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_sm90_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
+    """The sm90 narrow kernels on bases 4 but not 16 bytes aligned, padded rows, N = 1, bmm batches
+    (with their own batch strides, and a shared weight folded into one problem), a strided out=."""
+    use_family(monkeypatch, "sm90")
+    monkeypatch.setenv("CUTE_GEMM_SM90_NARROW", "1")
+    raw_a = torch.randn(131, 68, device="cuda").to(dtype)
+    raw_b = torch.randn(132, 40, device="cuda").to(dtype)
+    cases = [
+        (raw_a[1:, 2:], raw_b[2:68, 4:38]),
+        (raw_a[:, 2:].t()[:, 1:], raw_b[2:, :]),
+        (raw_a[1:, :66], torch.randn(66, 1, device="cuda").to(dtype)),
+    ]
+    for a, b in cases:
+        before = allocations()
+        out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=dtype, device="cuda")
+        assert sm90_kernels_run(lambda: cute_gemm.mm(a, b, out=out)), (a.shape, b.shape)
+        assert not out.isnan().any() and rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
+        assert allocations() - before == 1  # the NaN output only
+    a3 = torch.randn(3, 130, 66, device="cuda").to(dtype)
+    b3 = torch.randn(3, 66, 34, device="cuda").to(dtype)
+    w = torch.randn(66, 34, device="cuda").to(dtype)
+    for x, y in [(a3, b3), (a3, w.expand(3, 66, 34)), (a3.transpose(1, 2).contiguous().transpose(1, 2), b3)]:
+        before = allocations()
+        got = cute_gemm.bmm(x, y)
+        assert allocations() - before == 1
+        assert rel_err(got, x.double() @ y.double()) <= REL_BOUND[dtype]
+    buf = torch.full((130, 35), float("nan"), dtype=dtype, device="cuda")
+    out = buf[:, :34]
+    cute_gemm.mm(a3[0], b3[0], out=out)
+    assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
+
+
 # The swapped decode path (sm90, M <= 32, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles),
 # row 10 (64x16) or row 11 (64x32), stored into C's columns element by element.
 SWAP_ROWS = (6, 10, 11)  # sm90 rows 6 (128x16), 10 (64x16), 11 (64x32): CUTE_GEMM_SWAP_CONFIG picks one
 
 
-def sm90_rows_run(fn):
-    """The sm90 config rows of the kernels fn launched, from their names in a profiler trace
-    (gemm_kernel<KernelTraits<dtype, a k-major, b k-major, row>, offload>)."""
+def sm90_kernels_run(fn):
+    """(row, narrow) of the sm90 kernels fn launched, from their names in a profiler trace
+    (gemm_kernel<KernelTraits<dtype, a k-major, b k-major, row, narrow>, offload>)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    rows = set()
+    kernels = set()
     for e in prof.events():
-        # The sm90 traits take 4 arguments (dtype, a k-major, b k-major, row), the sm80 ones 5.
+        # The sm90 traits end in a bool (the cp.async producer of the narrow kernels), the sm80 ones
+        # in the vector bytes (16 or 4).
         m = re.search(r"gemm_kernel<[\w:]*KernelTraits<([^<>]*)>", e.name)
-        args = m.group(1).split(",") if m else []
-        if len(args) == 4:
-            rows.add(int(re.sub(r"\D", "", args[3])))
-    return rows
+        args = [x.strip() for x in m.group(1).split(",")] if m else []
+        if len(args) == 5 and args[4] in ("false", "true"):
+            kernels.add((int(re.sub(r"\D", "", args[3])), args[4] == "true"))
+    return kernels
+
+
+def sm90_rows_run(fn):
+    """The sm90 config rows of the kernels fn launched (sm90_kernels_run)."""
+    return {row for row, _ in sm90_kernels_run(fn)}
 
 
 @pytest.mark.parametrize("swap_row", SWAP_ROWS)

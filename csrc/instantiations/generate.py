@@ -25,7 +25,7 @@ TF32 = [("sm80", 1), ("sm90", 1)]
 
 
 def narrow_configs(configs_h: Path) -> list[int]:
-    """The SM80 rows with narrow (4-byte cp.async) kernels: csrc/sm80/configs.h's kNarrowConfigs."""
+    """The rows with narrow (4-byte cp.async) kernels: a csrc/<family>/configs.h's kNarrowConfigs."""
     found = re.search(r"kNarrowConfigs\[\] = \{([\d, ]*)\};", configs_h.read_text())
     if found is None:
         raise SystemExit(f"{configs_h}: no 'kNarrowConfigs[] = {{...}};' line")
@@ -55,6 +55,12 @@ def main() -> None:
         text = TEMPLATE.format(family="sm80", FAMILY="SM80N", dtype=dtype, ak=str(ak).lower(), bk=str(bk).lower(),
                                cfg=cfg)
         (HERE / f"sm80n_{dname}_{lname}_c{cfg}.cu").write_text(text)
+    # The SM90 rows' narrow kernels (sm90::run<..., true>: cp.async producer), likewise.
+    for (dname, dtype), (lname, (ak, bk)), cfg in product(DTYPES.items(), LAYOUTS.items(),
+                                                          narrow_configs(REPO / "csrc" / "sm90" / "configs.h")):
+        text = TEMPLATE.format(family="sm90", FAMILY="SM90N", dtype=dtype, ak=str(ak).lower(), bk=str(bk).lower(),
+                               cfg=cfg)
+        (HERE / f"sm90n_{dname}_{lname}_c{cfg}.cu").write_text(text)
     for family, cfg in TF32:
         text = TEMPLATE.format(family=family, FAMILY=family.upper(), dtype="kTF32", ak="true", bk="true", cfg=cfg)
         (HERE / f"{family}_tf32_kk_c{cfg}.cu").write_text(text)

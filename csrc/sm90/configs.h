@@ -30,6 +30,17 @@ inline constexpr TileConfig kConfigs[] = {
     /* 11 */ {64, 32, 64, 18, 1, 1, "64x32x64_s18_c1"},      // decode, swapped, 17 <= M <= 32: row 10's tile at 32 rows of M
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+
+// The rows with a narrow kernel (sm90/traits.h, CpAsync: 4-byte cp.async loads of 16-bit operands
+// whose rows TMA cannot read, 574^3 or 2050^3, in place of the padded copies); generate.py reads
+// this line. Rows without a cluster, of one or two consumers.
+inline constexpr int kNarrowConfigs[] = {0, 1, 3, 5};
+constexpr bool has_narrow(int cfg) {
+  for (int c : kNarrowConfigs) {
+    if (c == cfg) return true;
+  }
+  return false;
+}
 // The swapped decode rows 6, 10 and 11 (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N
 // fills the 128- or 64-row tile and the few rows of A are WGMMA's N (16, or 32 on row 11): a
 // 64-row tile multiplied every byte of B by 64 rows of A, 63 of them empty at M = 1 (session 19).
@@ -311,6 +322,33 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
   if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
   if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) return 4;
   return cluster128_pays(m, n, k, batch, num_sms) ? kCluster128Config : 1;
+}
+
+// The narrow kernels' row (gemm.cpp, CUTE_GEMM_SM90_NARROW=1). Session 35 (H200, bf16 nn, us; the
+// narrow kernels on rows 5 / 1 / 0, the chooser's aligned row mapped; the padded copies, the sm80
+// narrow kernels): 574^3 **7.6** / 14.3 / 21.5 (copies about 9, sm80 narrow 9.0); 256x574x514
+// **7.5** / 14.7 (8.4); 130x66x2050 **17.4** / 26.6 (17.7); 16x4100x4096 27.9 / **23.5** (29.1,
+// row 1 in 4 K slices); 66x4098x4098 30.5 / **28.6** (33.0); 1030^3 25.3 / **21.2** (copies 16.2);
+// 258x4102x4096 75.6 / **66.2** (copies 59.6); 2050^3 121 / **101** / 106 (copies 47); 4098^3 838 /
+// 574 / **431** (copies 267). So where row 5's 64x64 tiles fit in one wave, row 1 if its tiles and
+// K slices make more blocks than row 5's tiles, else row 5; past one wave, the aligned rule's row
+// (choose_config) or the row with a narrow kernel nearest it (a cluster row's tile without the
+// cluster, a 128x192 or 192x192 tile as 128x256, the 64x128 one-consumer tile as 64x64). Large
+// problems run faster on the copies (the producer's 4-byte copies cost more than the copies'
+// one pass): the knob stays opt-in, and its rule for when to take these kernels is still to come.
+inline int choose_narrow_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
+  const long long tiles64 = tile_count(m, n, kConfigs[5].bm, kConfigs[5].bn) * batch;
+  if (tiles64 <= num_sms) {
+    const long long blocks128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch *
+                                choose_splits(m, n, k, batch, 1, num_sms, fast_hbm);
+    return blocks128 > tiles64 ? 1 : 5;
+  }
+  switch (const int c = choose_config(m, n, k, batch, num_sms, fast_hbm)) {
+    case 2: case 7: case 8: return 0;
+    case 9: return 1;
+    case 4: return 5;
+    default: return has_narrow(c) ? c : 1;
+  }
 }
 
 }  // namespace cute_gemm::sm90

@@ -64,6 +64,91 @@ CUTE_DEVICE int fresh_tid_x() {
   return t;
 }
 
+// A narrow kernel's loads of one operand (Tr::kCpAsync): the (R, kBK) tile of each k-tile in 4-byte
+// cp.async vectors (two elements) along the operand's contiguous dimension, by the producer
+// warpgroup's 128 threads. K-major: a warp covers one row's 64 elements, four rows a pass, R / 4
+// passes. MN-major: kThrMN threads cover a K row's R elements, 128 / kThrMN K rows a pass. Pass i
+// of a thread reads its first element's source plus i x kStep x ld. Its shared address: the
+// 128-byte swizzle atoms hold 128-byte rows (a K-major row of the tile, or an MN-major K row of
+// 64 elements), 8 to an atom, with row r's 16-byte units permuted by r % 8; a thread's rows are
+// t + kStep i with t < kStep (a power of two), so (t + kStep i) % 8 = t ^ (kStep i % 8) and pass
+// i lies at (its first address ^ ((kStep i % 8) << 4)) + kStep i x 128 bytes: one register, not
+// one per pass (twelve such registers spilled in 40). addresses_hold checks this against the
+// CuTe layout for every thread and pass at compile time (the kernel asserts it). A vector whose first element lies
+// past M / N or K is zero-filled (the host takes these kernels only where each extent is even, so
+// no vector straddles one).
+template <class Tr, bool KMajor, int R>
+struct NarrowLoader {
+  using E = typename Tr::Element;
+  static constexpr int kBK = Tr::kBK;
+  static constexpr int kThrMN = KMajor ? 1 : (R / 2 < 128 ? R / 2 : 128);
+  static constexpr int kStep = KMajor ? 4 : 128 / kThrMN;  // rows a pass moves on: MN rows (K-major), K rows
+  static constexpr int kPasses = KMajor ? R / kStep : kBK / kStep;
+  static constexpr uint32_t kStageBytes = R * kBK * sizeof(E);  // one ring slot
+  static_assert(kBK * sizeof(E) == 128 && (KMajor || R % 64 == 0) && kStep <= 8, "narrow copy tiling");
+
+  // Thread t's first element (mn, k) in the tile.
+  static constexpr int first_mn(int t) { return KMajor ? t / 32 : 2 * (t % kThrMN); }
+  static constexpr int first_k(int t) { return KMajor ? 2 * (t % 32) : t / kThrMN; }
+  // Pass i's byte offset from the thread's first, by the swizzle rule above.
+  static constexpr uint32_t pass_bytes(uint32_t first, int i) {
+    return ((first ^ (uint32_t(kStep * i % 8) << 4)) - first) + uint32_t(kStep * i) * 128;
+  }
+  // The rule against the layout the tensor sX addresses with: its swizzle applied to the byte
+  // address (from a 1 KB aligned base) of the unswizzled layout's element offset.
+  template <class Layout>
+  static constexpr bool addresses_hold(Layout layout) {
+    const auto swizzle = get_swizzle_portion(layout);
+    const auto plain = get_nonswizzle_portion(layout);
+    auto address = [&](int mn, int k) { return uint32_t(swizzle(uint32_t(plain(mn, k, 0)) * uint32_t(sizeof(E)))); };
+    // Every thread; the passes over two atoms and the last (the rest repeat the second atom's
+    // pattern 1 KB further: the front end's constexpr budget does not stretch to all of them).
+    constexpr int kChecked = 16 / kStep < kPasses ? 16 / kStep : kPasses;
+    for (int t = 0; t < 128; ++t) {
+      const uint32_t first = address(first_mn(t), first_k(t));
+      for (int i = 0; i < kPasses; i = i + 1 == kChecked && kChecked < kPasses ? kPasses - 1 : i + 1) {
+        const int mn = first_mn(t) + (KMajor ? kStep * i : 0), k = first_k(t) + (KMajor ? 0 : kStep * i);
+        if (address(mn, k) != first + pass_bytes(first, i)) return false;
+      }
+    }
+    return true;
+  }
+
+  uint32_t s_first;     // shared address of the thread's first element in slot 0
+  int t_mn, t_k;        // the thread's first element in the tile
+  const E* g = nullptr;  // its source in the current tile at k-tile 0
+  int64_t step = 0;      // elements between passes: kStep x ld
+  int mn_left = 0;       // MN extent left from the thread's first MN index
+
+  template <class SmemTensor>
+  CUTE_DEVICE NarrowLoader(SmemTensor const& sX, int t) {
+    t_mn = first_mn(t);
+    t_k = first_k(t);
+    s_first = cute::cast_smem_ptr_to_uint(&sX(t_mn, t_k, 0));
+  }
+  // The tile whose MN rows start at mn0, of batch l.
+  CUTE_DEVICE void start_tile(const void* base, int64_t ld, int64_t batch, int l, int mn0, int mn_extent) {
+    const int64_t first = KMajor ? int64_t(mn0 + t_mn) * ld + t_k : int64_t(t_k) * ld + mn0 + t_mn;
+    g = static_cast<const E*>(base) + int64_t(l) * batch + first;
+    step = kStep * ld;
+    mn_left = mn_extent - mn0 - t_mn;
+  }
+  CUTE_DEVICE void load(int kt, int k_extent, int64_t ld, int stage) const {
+    const int k_left = k_extent - kt * kBK - t_k;
+    const E* src = g + (KMajor ? int64_t(kt) * kBK : int64_t(kt) * kBK * ld);
+    const bool fixed = KMajor ? k_left > 0 : mn_left > 0;
+    const int rem = KMajor ? mn_left : k_left;
+    const uint32_t first = s_first + uint32_t(stage) * kStageBytes;  // slots are 1 KB multiples: same swizzle
+    CUTE_UNROLL
+    for (int i = 0; i < kPasses; ++i) {
+      const bool ok = fixed && kStep * i < rem;
+      const uint32_t dst = (first ^ (uint32_t(kStep * i % 8) << 4)) + uint32_t(kStep * i) * 128;
+      const uint32_t bytes = ok ? 4 : 0;  // 0: no read, 4 zero bytes written
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src + i * step), "r"(bytes));
+    }
+  }
+};
+
 // C rows that TMA cannot store (GemmParams::c_staged: N, ldc or the base not 16-byte aligned):
 // consumer c's slice (kRowsPerConsumer rows, kChunkN columns from (row0, col0) of the batch's C
 // at `base`), staged in buffer buf of sC, written by the warpgroup's 128 threads. A thread takes 8
@@ -155,7 +240,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   if (threadIdx.x == 0) {
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
-      FullBarrier::init(&smem.full[s], 1);                   // the producer's arrive + TMA bytes
+      // The producer's arrive + TMA bytes; a narrow kernel's: each producer thread's cp.async arrival.
+      FullBarrier::init(&smem.full[s], Tr::kCpAsync ? Tr::kCopyThreads : 1);
       EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
     }
     CUTE_UNROLL
@@ -164,8 +250,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       EmptyBarrier::init(&smem.c_free[b], 1);
     }
     cutlass::arch::fence_barrier_init();
-    cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
+    if constexpr (!Tr::kCpAsync) {  // the narrow kernels have no A or B descriptors
+      cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
+    }
     if (p.c_vector_ok) cute::prefetch_tma_descriptor(params.tma_c.get_tma_descriptor());
   }
   // Barrier inits must be visible to the peer block before it multicasts or arrives here.
@@ -243,7 +331,35 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // The activation warps need more than the producer thread: with no epilogue math of their own
     // the consumers fit in 224 (56 + 2 x 224 = 3 x 168).
     cutlass::arch::warpgroup_reg_dealloc<kOffload ? 56 : Tr::kProducerRegs>();
-    if (threadIdx.x == 0) {
+    if constexpr (Tr::kCpAsync) {
+      // ------------------------------------------------------------ narrow producer (cp.async)
+      // Every thread of the warpgroup copies its share of each stage's A and B tiles (zero-filled
+      // past M, N and K), then arrives on the stage's full barrier once they have landed.
+      const int pt = threadIdx.x;  // 0 .. 127
+      using LoadA = NarrowLoader<Tr, Tr::kAKMajor, kBM>;
+      using LoadB = NarrowLoader<Tr, Tr::kBKMajor, kBN>;
+      static_assert(LoadA::addresses_hold(typename Tr::SmemLayoutA{}) && LoadB::addresses_hold(typename Tr::SmemLayoutB{}),
+                    "narrow copies: the swizzle rule disagrees with the shared-memory layout");
+      LoadA load_a(sA, pt);
+      LoadB load_b(sB, pt);
+      WorkCursor cursor = start;
+      Unit unit;
+      while (cursor.next(unit)) {
+        const BatchTile tile = tile_of(unit.tile);
+        load_a.start_tile(p.a, p.lda, p.batch_a, tile.l, tile.m * kBM, p.m);
+        load_b.start_tile(p.b, p.ldb, p.batch_b, tile.l, tile.n * kBN, p.n);
+#pragma unroll 1
+        for (int kt = unit.kb; kt < unit.ke; ++kt) {
+          EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
+          load_a.load(kt, p.k, p.lda, ring.stage);
+          load_b.load(kt, p.k, p.ldb, ring.stage);
+          // Arrives (one of the barrier's 128) once this thread's copies so far have landed.
+          cutlass::arch::cpasync_barrier_arrive_noinc(&smem.full[ring.stage]);
+          ring.advance();
+        }
+      }
+      cp_async_wait<0>();
+    } else if (threadIdx.x == 0) {
       Tracer trace(p.trace, 0, true);  // a CUTE_GEMM_TRACE build only
       trace(kTrStart);
       uint32_t loads = 0;
@@ -666,7 +782,7 @@ struct KernelTag {};
 // The tiles that have the activation warps' kernel: 128x256 (the large problems, where the
 // epilogue has a main loop to hide under) with staged C.
 template <class Tr>
-constexpr bool kOffloadTile = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256;
+constexpr bool kOffloadTile = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256 && !Tr::kCpAsync;
 
 // Whether the activation warps' kernel serves p: such a tile, 16-bit C with 16-byte aligned rows,
 // an activation, at most a 16-bit bias, whole tiles.
@@ -677,9 +793,9 @@ bool offload_applies(const GemmParams& p) {
          (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
 }
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
 cudaError_t run(const GemmParams& p, cudaStream_t stream) {
-  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg>;
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
   using T = typename Tr::Element;
   constexpr int smem = Tr::kSmemBytes;
   auto* general = &gemm_kernel<Tr, false>;
@@ -706,12 +822,13 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
                           make_layout(make_shape(p.m, p.k, p.batch), mn_k_l_stride<AKMajor>(p.lda, p.batch_a)));
   Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
                           make_layout(make_shape(p.n, p.k, p.batch), mn_k_l_stride<BKMajor>(p.ldb, p.batch_b)));
-  KernelParams<Tr> params{
-      make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{})),
-      make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
-                    make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{}),
-      {},
-      p};
+  KernelParams<Tr> params{{}, {}, {}, p};
+  if constexpr (!CpAsync) {  // the narrow kernels read A and B with cp.async: no descriptors
+    params.tma_a =
+        make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{}));
+    params.tma_b = make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
+                                 make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{});
+  }
   if (Tr::kStageC && p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<typename Tr::CElement*>(p.c)),
                             make_layout(make_shape(p.m, p.n, p.batch), make_stride(p.ldc, Int<1>{}, p.batch_c)));
@@ -768,5 +885,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
 
 #define CUTE_GEMM_SM90_INSTANTIATE(D, AK, BK, CFG) \
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
+#define CUTE_GEMM_SM90N_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, true>(const cute_gemm::GemmParams&, cudaStream_t);
 
 #endif  // another arch's device pass

@@ -10,11 +10,12 @@
 #include <cuda_runtime.h>
 
 #include "gemm_params.h"
+#include "sm90/launch.h"
 
 namespace cute_gemm::sm90 {
 
 // Names only: a kernel's symbol spells its template arguments, not their members.
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false>
 struct KernelTraits {};
 
 template <class Tr>
@@ -25,11 +26,11 @@ struct KernelParams {
 template <class Tr, bool kOffload>
 __global__ void gemm_kernel(KernelParams<Tr> const) {}
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
 cudaError_t run(const GemmParams&, cudaStream_t) {
   // Both kernels kernel.h's run may take (the offload one only for some tiles: an extra empty
   // kernel in this pass's code is harmless, a missing one would not be).
-  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg>;
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
   const void* kernels[] = {reinterpret_cast<const void*>(&gemm_kernel<Tr, false>),
                            reinterpret_cast<const void*>(&gemm_kernel<Tr, true>)};
   (void)kernels;
@@ -40,3 +41,5 @@ cudaError_t run(const GemmParams&, cudaStream_t) {
 
 #define CUTE_GEMM_SM90_INSTANTIATE(D, AK, BK, CFG) \
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
+#define CUTE_GEMM_SM90N_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, true>(const cute_gemm::GemmParams&, cudaStream_t);

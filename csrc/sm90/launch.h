@@ -9,7 +9,8 @@
 namespace cute_gemm::sm90 {
 
 // Persistent: launches min(tiles, p.grid_limit) thread blocks.
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+// CpAsync: the row's narrow kernel (4-byte cp.async loads of operands TMA cannot read; sm90/traits.h).
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false>
 cudaError_t run(const GemmParams& p, cudaStream_t stream);
 
 }  // namespace cute_gemm::sm90

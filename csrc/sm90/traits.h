@@ -17,10 +17,18 @@ struct BatchTile {
   int m, n, l;
 };
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg>
+// CpAsync: the "narrow" kernel of the row, for 16-bit operands whose rows TMA cannot read (a
+// leading stride or base not a multiple of 16 bytes, but of 4: an even K or N that is not a
+// multiple of 8, as in 574^3 or 2050^3). Its producer warpgroup's 128 threads move the tiles with
+// 4-byte cp.async (zero-filled past M, N and K) instead of one thread issuing TMA boxes, and each
+// thread's copies of a stage arrive on the stage's full barrier when they land; the consumers are
+// the same. Rows without a cluster only (no multicast).
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false>
 struct KernelTraits {
   using Element = typename ElementOf<D>::type;
   static constexpr TileConfig kCfg = kConfigs[Cfg];
+  static constexpr bool kCpAsync = CpAsync;
+  static_assert(!CpAsync || (kCfg.cluster_m == 1 && sizeof(Element) == 2), "narrow kernels: 16-bit rows without a cluster");
   // The table's K tile is for 16-bit elements; TF32 keeps the bytes (one 128-byte swizzle row).
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk * 2 / int(sizeof(Element)), kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
@@ -76,6 +84,10 @@ struct KernelTraits {
   using TmaB = decltype(make_tma_atom(TmaLoadB{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
                                       make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
+
+  // The narrow kernels' producer threads (kernel.h's NarrowLoader), each arriving on a stage's
+  // full barrier once its copies have landed.
+  static constexpr int kCopyThreads = 128;
 
   // Epilogue. With 16-byte aligned C rows each consumer converts its 64-row slice in kChunkN-column
   // chunks into one of two 128-byte-swizzled staging buffers (conflict-free accumulator-pair
@@ -141,9 +153,18 @@ struct KernelTraits {
   // Three consumer warpgroups (row 8's 192-row tiles, 512 threads): 24 + 3 x 160 <= 4 x 128, the
   // pool of __launch_bounds__(512, 1); they hold 96 accumulators and store C in their epilogue,
   // and the producer (no multicast there) fits in 24.
-  static constexpr int kProducerRegs = kConsumers == 3 ? 24 : 40;
+  // The narrow kernels' producer is 128 threads computing addresses and predicates: 40 registers
+  // next to two consumers, as the TMA producer (48 hung the first device run: 48 + 2 x 232 is more
+  // than the 3 x 168 the block starts with, and setmaxnreg.inc waits for registers that never come),
+  // 96 next to one.
+  static constexpr int kProducerRegs = kConsumers == 3 ? 24 : kConsumers == 1 && CpAsync ? 96 : 40;
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 232;
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
+  static_assert(!CpAsync || kConsumers <= 2, "narrow kernels: one or two consumer warpgroups");
+  // setmaxnreg moves registers within the pool the block launched with (kThreads x the kernel's
+  // count, at most 65536 / kThreads rounded down to a multiple of 8): a warpgroup's increase waits
+  // until the others' decreases free enough, forever if the sum is larger than the pool.
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
+                "register split larger than the block's pool: setmaxnreg.inc would wait forever");
 };
 
 }  // namespace cute_gemm::sm90
