@@ -212,9 +212,10 @@ struct Sm90Narrow {
 #ifndef CUTE_GEMM_LAYOUTS_MASK
 #define CUTE_GEMM_LAYOUTS_MASK 15
 #endif
+constexpr bool layout_built(bool ak, bool bk) { return ((CUTE_GEMM_LAYOUTS_MASK >> (int(ak) * 2 + int(bk))) & 1) != 0; }
 template <class Family, DType D, bool AK, bool BK, int C>
 constexpr Launcher table_entry() {
-  if constexpr (((CUTE_GEMM_LAYOUTS_MASK >> (int(AK) * 2 + int(BK))) & 1) != 0) {
+  if constexpr (layout_built(AK, BK)) {
     return Family::template launcher<D, AK, BK, C>;
   } else {
     return nullptr;
@@ -624,8 +625,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                     "CUTE_GEMM_SWAP_CONFIG must be ", num(sm90::kSwapConfig), ", ", num(sm90::kSwap64Config), " or ",
                     num(sm90::kSwap32Config), " (the swapped decode rows of csrc/sm90/configs.h), got '",
                     num(swap_cfg_env), "'");
+  // (A development build without the swapped layout's kernels runs such calls unswapped.)
   const bool swap = sm90 && !tf32 && !sm90_narrow && batch == 1 && rows <= sm90::kSwapMaxM &&
-                    !x.defined() && A.k_major && swap_env != 0 && pinned_sm90_cfg < 0;
+                    !x.defined() && A.k_major && swap_env != 0 && pinned_sm90_cfg < 0 &&
+                    layout_built(B.k_major, A.k_major);
   // A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride not a multiple of
   // 8, a misaligned base; e.g. any contiguous result with N % 8 != 0). The consumers stage its
   // chunks in shared memory as for the TMA store and write the rows themselves
@@ -749,13 +752,13 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     } else if (sm90) {
       launch = sm90_narrow ? find_launcher<Sm90Narrow>(dtype, a_kmajor, b_kmajor, cfg)
                            : find_launcher<Sm90>(dtype, a_kmajor, b_kmajor, cfg);
-      TORCH_INTERNAL_ASSERT(launch != nullptr || CUTE_GEMM_LAYOUTS_MASK != 15, "no sm90 ", sm90_narrow ? "narrow " : "",
-                            "kernel for row ", num(cfg));
+      TORCH_INTERNAL_ASSERT(launch != nullptr || !layout_built(a_kmajor, b_kmajor), "no sm90 ",
+                            sm90_narrow ? "narrow " : "", "kernel for row ", num(cfg));
     } else {
       launch = narrow ? find_launcher<Sm80Narrow>(dtype, A.k_major, B.k_major, cfg)
                       : find_launcher<Sm80>(dtype, A.k_major, B.k_major, cfg);
-      TORCH_INTERNAL_ASSERT(launch != nullptr || CUTE_GEMM_LAYOUTS_MASK != 15, "no sm80 kernel for row ", num(cfg),
-                            narrow ? " (narrow)" : "");
+      TORCH_INTERNAL_ASSERT(launch != nullptr || !layout_built(A.k_major, B.k_major), "no sm80 kernel for row ",
+                            num(cfg), narrow ? " (narrow)" : "");
       bm = sm80::kConfigs[cfg].bm;
       bn = sm80::kConfigs[cfg].bn;
     }

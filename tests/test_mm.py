@@ -730,11 +730,18 @@ def test_narrow_kernels_by_default_where_they_win(monkeypatch):
                 assert (allocations() - before > 1) == copied, env
 
 
+@pytest.mark.parametrize("kernels", ["sm80", "sm90"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
-def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
+def test_narrow_kernels_on_views_batches_and_edges(dtype, kernels, monkeypatch):
     """The narrow path on inputs that are not fresh matrices: a base 4 but not 16 bytes aligned, padded
-    rows, bmm batches, a shared weight folded into one problem, a strided out=, N = 1."""
-    monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
+    rows, bmm batches, a shared weight folded into one problem, a strided out=, N = 1. The sm80
+    narrow kernels (CUTE_GEMM_NARROW=1) and the sm90 rows' (CUTE_GEMM_SM90_NARROW=1, sm90 GPUs:
+    their kernels named in a profiler trace on the first cases)."""
+    if kernels == "sm90":
+        use_family(monkeypatch, "sm90")
+        monkeypatch.setenv("CUTE_GEMM_SM90_NARROW", "1")
+    else:
+        monkeypatch.setenv("CUTE_GEMM_NARROW", "1")
     raw_a = torch.randn(131, 68, device="cuda").to(dtype)
     raw_b = torch.randn(132, 40, device="cuda").to(dtype)
     cases = [
@@ -747,6 +754,9 @@ def test_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
         out = cute_gemm.mm(a, b)
         assert allocations() - before == 1, (a.shape, a.stride(), b.shape, b.stride())
         assert not out.isnan().any() and rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
+        if kernels == "sm90":
+            ran = sm90_kernels_run(lambda: cute_gemm.mm(a, b))
+            assert ran and all(narrow for _, narrow in ran), (a.shape, a.stride(), ran)
     a3 = torch.randn(3, 130, 66, device="cuda").to(dtype)
     b3 = torch.randn(3, 66, 34, device="cuda").to(dtype)
     w = torch.randn(66, 34, device="cuda").to(dtype)
@@ -800,40 +810,8 @@ def test_sm90_narrow_kernels_read_unaligned_operands_in_place(config, layout, mo
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("CUTE_GEMM_SPLITS", splits)
             a, b = make_operand(130, 4098, layout[0], torch.bfloat16), make_operand(4098, 258, layout[1], torch.bfloat16)
-            check_reproducible(a, b)
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
-def test_sm90_narrow_kernels_on_views_batches_and_edges(dtype, monkeypatch):
-    """The sm90 narrow kernels on bases 4 but not 16 bytes aligned, padded rows, N = 1, bmm batches
-    (with their own batch strides, and a shared weight folded into one problem), a strided out=."""
-    use_family(monkeypatch, "sm90")
-    monkeypatch.setenv("CUTE_GEMM_SM90_NARROW", "1")
-    raw_a = torch.randn(131, 68, device="cuda").to(dtype)
-    raw_b = torch.randn(132, 40, device="cuda").to(dtype)
-    cases = [
-        (raw_a[1:, 2:], raw_b[2:68, 4:38]),
-        (raw_a[:, 2:].t()[:, 1:], raw_b[2:, :]),
-        (raw_a[1:, :66], torch.randn(66, 1, device="cuda").to(dtype)),
-    ]
-    for a, b in cases:
-        before = allocations()
-        out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=dtype, device="cuda")
-        assert sm90_kernels_run(lambda: cute_gemm.mm(a, b, out=out)), (a.shape, b.shape)
-        assert not out.isnan().any() and rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
-        assert allocations() - before == 1  # the NaN output only
-    a3 = torch.randn(3, 130, 66, device="cuda").to(dtype)
-    b3 = torch.randn(3, 66, 34, device="cuda").to(dtype)
-    w = torch.randn(66, 34, device="cuda").to(dtype)
-    for x, y in [(a3, b3), (a3, w.expand(3, 66, 34)), (a3.transpose(1, 2).contiguous().transpose(1, 2), b3)]:
-        before = allocations()
-        got = cute_gemm.bmm(x, y)
-        assert allocations() - before == 1
-        assert rel_err(got, x.double() @ y.double()) <= REL_BOUND[dtype]
-    buf = torch.full((130, 35), float("nan"), dtype=dtype, device="cuda")
-    out = buf[:, :34]
-    cute_gemm.mm(a3[0], b3[0], out=out)
-    assert rel_err(out, a3[0].double() @ b3[0].double()) <= REL_BOUND[dtype] and buf[:, 34].isnan().all()
+            kernels = sm90_kernels_run(lambda: check_reproducible(a, b))
+            assert kernels and all(narrow for _, narrow in kernels), (splits, layout, kernels)
 
 
 # The swapped decode path (sm90, M <= 32, no X term): C^T = B^T A^T on sm90 row 6 (128x16 tiles),

@@ -85,7 +85,9 @@ struct NarrowLoader {
   static constexpr int kStep = KMajor ? 4 : 128 / kThrMN;  // rows a pass moves on: MN rows (K-major), K rows
   static constexpr int kPasses = KMajor ? R / kStep : kBK / kStep;
   static constexpr uint32_t kStageBytes = R * kBK * sizeof(E);  // one ring slot
-  static_assert(kBK * sizeof(E) == 128 && (KMajor || R % 64 == 0) && kStep <= 8, "narrow copy tiling");
+  static_assert(kBK * sizeof(E) == 128 && (KMajor || R % 64 == 0) && R % kStep == 0 && kStep <= 8 &&
+                    kStageBytes % 1024 == 0,
+                "narrow copy tiling (and slots of whole swizzle atoms: the same swizzle in every slot)");
 
   // Thread t's first element (mn, k) in the tile.
   static constexpr int first_mn(int t) { return KMajor ? t / 32 : 2 * (t % kThrMN); }
@@ -104,6 +106,7 @@ struct NarrowLoader {
     // Every thread; the passes over two atoms and the last (the rest repeat the second atom's
     // pattern 1 KB further: the front end's constexpr budget does not stretch to all of them).
     constexpr int kChecked = 16 / kStep < kPasses ? 16 / kStep : kPasses;
+    if (uint32_t(plain(0, 0, 1)) * sizeof(E) != kStageBytes) return false;  // load()'s slot stride
     for (int t = 0; t < 128; ++t) {
       const uint32_t first = address(first_mn(t), first_k(t));
       for (int i = 0; i < kPasses; i = i + 1 == kChecked && kChecked < kPasses ? kPasses - 1 : i + 1) {
@@ -353,7 +356,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           load_a.load(kt, p.k, p.lda, ring.stage);
           load_b.load(kt, p.k, p.ldb, ring.stage);
-          // Arrives (one of the barrier's 128) once this thread's copies so far have landed.
+          // Arrives (one of the barrier's 128) once this thread's copies so far have landed. (No
+          // fence.proxy.async between these generic-proxy writes and the consumers' WGMMA reads,
+          // as in CUTLASS's cp.async WGMMA mainloop; the PTX memory model asks for one: a follow-up
+          // to measure.)
           cutlass::arch::cpasync_barrier_arrive_noinc(&smem.full[ring.stage]);
           ring.advance();
         }
@@ -778,6 +784,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 
 template <class Tr, bool kOffload>
 struct KernelTag {};
+template <class Tr>
+struct RegisterTag {};
 
 // The tiles that have the activation warps' kernel: 128x256 (the large problems, where the
 // epilogue has a main loop to hide under) with staged C.
@@ -815,6 +823,20 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
       return e;
     }
   }
+  // The warpgroups' setmaxnreg split must fit the registers the block launches with (traits.h
+  // asserts it against the most the launch bounds allow; this checks what ptxas gave the kernel):
+  // otherwise the consumers' increase would wait forever. Once per device.
+  int regs = 0;
+  if (cudaError_t e = once_per_device<RegisterTag<Tr>>(&regs, [&](int* r) {
+        cudaFuncAttributes attr{};
+        const cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
+        *r = attr.numRegs;
+        return err;
+      });
+      e != cudaSuccess) {
+    return e;
+  }
+  if (regs * Tr::kThreads < 128 * (Tr::kProducerRegs + Tr::kConsumers * Tr::kConsumerRegs)) return cudaErrorInvalidConfiguration;
 
   // (MN,K,L): the batch is TMA's third dimension (the host keeps its stride a nonzero multiple
   // of 16 bytes, as TMA requires).
