@@ -577,15 +577,18 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   auto unaligned_rows = [&](const at::Tensor& x) {
     return !in_place(x, sm90, false, false) && !in_place(x, false, false, false);
   };
-  bool narrow = false;
-  // The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles with
-  // 4-byte cp.async, the consumers are the same WGMMA warpgroups) for the same operands, in place of
-  // the padded copies and of the SM80 narrow kernels: opt-in (CUTE_GEMM_SM90_NARROW=1) until a
-  // device run has measured them (session 35's hung on a register split, mended since; unmeasured).
   const int sm90_narrow_env = env_int("CUTE_GEMM_SM90_NARROW", 0, 1);  // read on every call: a bad value is an error
-  const bool sm90_narrow = sm90 && !fp32 && sm90_narrow_env == 1 &&
+  // Operands one of which neither TMA nor 16-byte cp.async reads in place while both can be read
+  // in 4-byte vectors: what either family's narrow kernels serve (asked only where one may run).
+  const bool narrow_able = !fp32 && ((sm90 && sm90_narrow_env == 1) || (narrow_env != 0 && family != "sm90")) &&
                            (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
                            in_place(b.transpose(1, 2), false, false, true);
+  bool narrow = false;
+  // The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles with
+  // 4-byte cp.async, the consumers are the same WGMMA warpgroups) for such operands, in place of the
+  // padded copies and of the SM80 narrow kernels: opt-in (CUTE_GEMM_SM90_NARROW=1) while only the
+  // nn layout has run on a GPU (session 35, docs/tuning.md).
+  const bool sm90_narrow = sm90 && sm90_narrow_env == 1 && narrow_able;
   if (narrow_env != 0 && !fp32 && family != "sm90" && !sm90_narrow) {
     // The operands the default family would copy (the narrow kernels read both in place).
     const bool copy_a = !in_place(a, sm90, false, false), copy_b = !in_place(b.transpose(1, 2), sm90, false, false);
@@ -593,8 +596,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     // family) a pinned SM90 row or K slice count, keeps the default family's kernel and the copies.
     const int pinned = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
     const bool sm90_pinned = sm90 && (pinned_sm90_cfg >= 0 || forced_splits >= 0);
-    narrow = (unaligned_rows(a) || unaligned_rows(b.transpose(1, 2))) && in_place(a, false, false, true) &&
-             in_place(b.transpose(1, 2), false, false, true) &&
+    narrow = narrow_able &&
              (narrow_env == 1 ||
               ((pinned < 0 || sm80::has_narrow(pinned)) && !sm90_pinned &&
                sm80::narrow_pays(double(a.size(1)), double(N), double(K), double(a.size(0)), copy_a, copy_b, sm90)));

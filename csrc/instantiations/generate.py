@@ -49,18 +49,14 @@ def main() -> None:
             text = TEMPLATE.format(family=family, FAMILY=family.upper(), dtype=dtype, ak=str(ak).lower(),
                                    bk=str(bk).lower(), cfg=cfg)
             (HERE / f"{family}_{dname}_{lname}_c{cfg}.cu").write_text(text)
-    # Narrow kernels (sm80::run<..., 4>): every dtype and layout of the rows that have them.
-    for (dname, dtype), (lname, (ak, bk)), cfg in product(DTYPES.items(), LAYOUTS.items(),
-                                                          narrow_configs(REPO / "csrc" / "sm80" / "configs.h")):
-        text = TEMPLATE.format(family="sm80", FAMILY="SM80N", dtype=dtype, ak=str(ak).lower(), bk=str(bk).lower(),
-                               cfg=cfg)
-        (HERE / f"sm80n_{dname}_{lname}_c{cfg}.cu").write_text(text)
-    # The SM90 rows' narrow kernels (sm90::run<..., true>: cp.async producer), likewise.
-    for (dname, dtype), (lname, (ak, bk)), cfg in product(DTYPES.items(), LAYOUTS.items(),
-                                                          narrow_configs(REPO / "csrc" / "sm90" / "configs.h")):
-        text = TEMPLATE.format(family="sm90", FAMILY="SM90N", dtype=dtype, ak=str(ak).lower(), bk=str(bk).lower(),
-                               cfg=cfg)
-        (HERE / f"sm90n_{dname}_{lname}_c{cfg}.cu").write_text(text)
+    # Narrow kernels (4-byte cp.async; sm80::run<..., 4>, sm90::run<..., true>): every dtype and layout
+    # of the rows each family's configs.h lists in kNarrowConfigs.
+    for family in FAMILIES:
+        for (dname, dtype), (lname, (ak, bk)), cfg in product(DTYPES.items(), LAYOUTS.items(),
+                                                              narrow_configs(REPO / "csrc" / family / "configs.h")):
+            text = TEMPLATE.format(family=family, FAMILY=f"{family.upper()}N", dtype=dtype, ak=str(ak).lower(),
+                                   bk=str(bk).lower(), cfg=cfg)
+            (HERE / f"{family}n_{dname}_{lname}_c{cfg}.cu").write_text(text)
     for family, cfg in TF32:
         text = TEMPLATE.format(family=family, FAMILY=family.upper(), dtype="kTF32", ak="true", bk="true", cfg=cfg)
         (HERE / f"{family}_tf32_kk_c{cfg}.cu").write_text(text)
