@@ -356,10 +356,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
           load_a.load(kt, p.k, p.lda, ring.stage);
           load_b.load(kt, p.k, p.ldb, ring.stage);
-          // Arrives (one of the barrier's 128) once this thread's copies so far have landed. (No
-          // fence.proxy.async between these generic-proxy writes and the consumers' WGMMA reads,
-          // as in CUTLASS's cp.async WGMMA mainloop; the PTX memory model asks for one: a follow-up
-          // to measure.)
+          // Arrives (one of the barrier's 128) once this thread's copies so far have landed. The
+          // consumers fence the proxies after their wait (issue(), below): this thread cannot
+          // fence writes that land after it moves on.
           cutlass::arch::cpasync_barrier_arrive_noinc(&smem.full[ring.stage]);
           ring.advance();
         }
@@ -593,6 +592,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       auto issue = [&] {
         trace(kTrFullWait, loads);
         FullBarrier::wait(&smem.full[ring.stage], ring.phase);
+        // The narrow producer's cp.async wrote the slot through the generic proxy; WGMMA reads it
+        // through the async proxy. The barrier makes the writes visible to this thread, the proxy
+        // fence then orders them before its WGMMAs (the PTX memory model's rule; Triton emits the
+        // same fence before a wgmma on cp.async-filled tiles). TMA fills need none.
+        if constexpr (Tr::kCpAsync) cutlass::arch::fence_view_async_shared();
         trace(kTrFull, loads++);
         warpgroup_arrive();
         CUTE_UNROLL
