@@ -176,10 +176,40 @@ at::Tensor addmm_autograd(const at::Tensor& input, const at::Tensor& a, const at
   return AddmmFunction::apply(input, a, b, beta, alpha, activation, out_dtype);
 }
 
+// The out= overloads write a tensor in place: as torch's own out= ops do, they refuse an inference
+// tensor outside inference mode (before anything is written) and bump out's version counter, so
+// that autograd refuses a backward that would read a saved tensor they overwrote.
+template <const char* kName, class Sig>
+struct OutOp;
+template <const char* kName, class... Args>
+struct OutOp<kName, at::Tensor&(Args...)> {
+  static at::Tensor& call(Args... args) {
+    at::Tensor& out = std::get<sizeof...(Args) - 1>(std::forward_as_tuple(args...));
+    TORCH_CHECK(!out.is_inference() || c10::InferenceMode::is_enabled(), kName,
+                ".out: out is an inference tensor, and an in-place update to an inference tensor outside "
+                "InferenceMode is not allowed (as in torch); pass a clone, or call it under torch.inference_mode()");
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(kName, "out").typed<at::Tensor&(Args...)>();
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      op.call(args...);
+    }
+    torch::autograd::impl::bump_version(out);
+    return out;
+  }
+};
+constexpr char kMm[] = "cute_gemm::mm", kAddmm[] = "cute_gemm::addmm", kBmm[] = "cute_gemm::bmm";
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
   m.impl("mm", &gemm_autograd<false>);
   m.impl("bmm", &gemm_autograd<true>);
   m.impl("addmm", &addmm_autograd);
+}
+
+TORCH_LIBRARY_IMPL(cute_gemm, ADInplaceOrView, m) {
+  m.impl("mm.out", &OutOp<kMm, decltype(cute_gemm::mm_out)>::call);
+  m.impl("addmm.out", &OutOp<kAddmm, decltype(cute_gemm::addmm_out)>::call);
+  m.impl("bmm.out", &OutOp<kBmm, decltype(cute_gemm::bmm_out)>::call);
 }

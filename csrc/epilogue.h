@@ -198,7 +198,8 @@ CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const G
 
 // act(alpha * v + beta * X) on one chunk (see add_x_chunk); T: the operands' element type.
 // bias16: X is a 16-bit bias whose pairs for this chunk are in `pair` (see load_bias_pair).
-template <class T, class V, class Coord>
+// kActivate = false: alpha * v + beta * X only (the activation warps apply act, sm90/kernel.h).
+template <class T, bool kActivate = true, class V, class Coord>
 CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, bool bias16, uint32_t pair,
                                 const GemmParams& p) {
   if (bias16) {
@@ -213,7 +214,7 @@ CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, bo
     CUTE_UNROLL
     for (int i = 0; i < cute::size(v); ++i) v(i) *= p.alpha;
   }
-  with_activation(p.act, [&](auto a) { activate_chunk<decltype(a)::value>(v); });
+  if constexpr (kActivate) with_activation(p.act, [&](auto a) { activate_chunk<decltype(a)::value>(v); });
 }
 
 // Bounded element stores of a thread's values straight from registers to C(M, N) of element

@@ -68,8 +68,8 @@ int64_t vec_of(const at::Tensor& x) { return 16 / x.element_size(); }
 
 bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, int64_t vec_bytes, bool tma) {
   // cp.async (SM80) reads whole vectors (16 bytes, 4 in the narrow kernels), so the extent must
-  // be whole vectors; TMA bounds its boxes by the extent itself, but refuses a zero stride (an
-  // expanded operand): such operands take the copy.
+  // be whole vectors; TMA bounds its boxes by the extent itself, but refuses a zero stride (rows
+  // of an operand expanded along M or N): such operands take the copy.
   return reinterpret_cast<uintptr_t>(ptr) % vec_bytes == 0 && ld % vec == 0 && (tma ? ld > 0 : extent % vec == 0);
 }
 
@@ -78,7 +78,7 @@ bool vector_ready(const void* ptr, int64_t ld, int64_t extent, int64_t vec, int6
 // stride are 16-byte aligned and, for cp.async, its extent is a whole number of vectors (no
 // vector straddles the edge into unknown memory; TMA stops at the extent). Anything else (other
 // strides, an odd storage offset, rows of K % 8 != 0 elements packed back to back; for TMA also a
-// zero stride) is copied once into a buffer with a padded, aligned leading dimension: the
+// zero leading stride) is copied once into a buffer with a padded, aligned leading dimension: the
 // documented slower path (prepare_operand). x: (L, MN, K). k_major_only: the TF32 kernels, whose
 // MMAs read K-major tiles only. `narrow`: the same test for the narrow SM80 kernels' 4-byte
 // cp.async vectors (16-bit elements: 4-byte base, even strides and extent).
@@ -92,9 +92,10 @@ std::optional<Operand> in_place(const at::Tensor& x, bool tma, bool k_major_only
   const int64_t ld_k_major = mn == 1 ? round_up(k, kVec) : x.stride(1);
   const int64_t ld_mn_major = k == 1 ? round_up(mn, kVec) : x.stride(2);
   // A single matrix gets the packed batch stride: TMA wants a nonzero multiple of 16 bytes even
-  // for a batch mode of extent 1.
+  // for a batch mode of extent 1. A batch stride of 0 (one matrix for every batch) is read in
+  // place by both families (the SM90 kernel reads batch 0 through TMA, sm90/kernel.h).
   auto batch_stride = [&](int64_t ld, bool k_major) { return batch == 1 ? ld * (k_major ? mn : k) : x.stride(0); };
-  auto batch_ok = [&](int64_t bs) { return bs % kVec == 0 && (!tma || bs > 0); };
+  auto batch_ok = [&](int64_t bs) { return bs % kVec == 0; };
   if (k_contig && vector_ready(ptr, ld_k_major, k, kVec, kVecBytes, tma) && batch_ok(batch_stride(ld_k_major, true))) {
     return Operand{x, ptr, ld_k_major, batch_stride(ld_k_major, true), true};
   }
@@ -144,6 +145,11 @@ Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false
   if (std::optional<Operand> op = in_place(x, tma, k_major_only, narrow)) return *op;
   TORCH_INTERNAL_ASSERT(!narrow, "the narrow kernels read their operands in place");
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
+  if (batch > 1 && x.stride(0) == 0) {  // one matrix for every batch: copied once, still broadcast
+    Operand op = prepare_operand(x.narrow(0, 0, 1), tma, k_major_only, narrow, row_copy, pending);
+    op.batch_stride = 0;
+    return op;
+  }
   const int64_t kVec = vec_of(x);
 
   // Keep the operand's own orientation so the copy is a plain strided pass. The padding of a
@@ -301,22 +307,24 @@ class KnobSnapshot {
 };
 thread_local const KnobSnapshot* KnobSnapshot::current_ = nullptr;
 
-// CUTE_GEMM_AUTOTUNE=1 (autotune.h's rule, read through this call's knobs).
-bool autotune_on() {
-  const char* env = KnobSnapshot::get("CUTE_GEMM_AUTOTUNE");
-  return env != nullptr && std::string(env) == "1";
-}
-
-// An integer knob from the environment (benchmarks and tests pin choices with these), or -1.
+// An integer knob from the environment (benchmarks and tests pin choices with these), or -1 when
+// unset or empty. Decimal digits only: no sign, no spaces (" 2" and "+1" are errors, not 2 and 1).
 int env_int(const char* name, int lo, int hi) {
   const char* env = KnobSnapshot::get(name);
   if (env == nullptr || *env == '\0') return -1;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  TORCH_CHECK_VALUE(*end == '\0' && v >= lo && v <= hi, name, " must be an integer in [", num(lo), ", ", num(hi), "], got '",
+  int64_t v = 0;
+  bool digits = true;
+  for (const char* c = env; *c != '\0' && digits; ++c) {
+    digits = *c >= '0' && *c <= '9';
+    v = std::min<int64_t>(v * 10 + (*c - '0'), int64_t(hi) + 1);  // (saturates: no overflow)
+  }
+  TORCH_CHECK_VALUE(digits && v >= lo && v <= hi, name, " must be an integer in [", num(lo), ", ", num(hi), "], got '",
                     env, "'");
   return int(v);
 }
+
+// CUTE_GEMM_AUTOTUNE=1 turns the autotune on (autotune.h), 0 or unset leaves it off.
+bool autotune_on() { return env_int("CUTE_GEMM_AUTOTUNE", 0, 1) == 1; }
 
 // The GPU's peak HBM bandwidth in GB/s (two transfers a memory clock across the bus: H100 SXM
 // 3352, H200 4915), read once per device; 0 where the driver does not say.
@@ -420,13 +428,61 @@ at::ScalarType check_pair(const char* op, const at::Tensor& a, const at::Tensor&
   return *out_dtype;
 }
 
-// torch's overlap test, and where it gives up (views that are not dense) the conservative one:
-// the byte ranges two tensors of one storage span intersect.
+// Whether views a and b of one storage with the same element size and strides share an element:
+// an element offset d = b's offset - a's is sum_i t_i s_i with t_i in (-size_b(i), size_a(i)).
+// Exact for views whose smallest stride is 1 (the rows or columns of one buffer, e.g. a = buf[:, :K]
+// and out = buf[:, K:]): the stride-1 dimension and the next one in closed form, the rest
+// enumerated. nullopt where that is not so or would take long (the caller is conservative then).
+std::optional<bool> same_strides_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.element_size() != b.element_size() || a.dim() != b.dim() || a.strides() != b.strides()) return std::nullopt;
+  struct Dim {
+    int64_t stride, lo, hi;  // t in [lo, hi]
+  };
+  std::vector<Dim> dims;
+  for (int64_t i = 0; i < a.dim(); ++i) {
+    if (a.stride(i) == 0 || (a.size(i) == 1 && b.size(i) == 1)) continue;  // t_i contributes nothing
+    dims.push_back({a.stride(i), -(b.size(i) - 1), a.size(i) - 1});
+  }
+  std::sort(dims.begin(), dims.end(), [](const Dim& x, const Dim& y) { return x.stride < y.stride; });
+  int64_t outer = 1;  // combinations of the dimensions past the first two
+  for (size_t i = 2; i < dims.size(); ++i) {
+    outer *= dims[i].hi - dims[i].lo + 1;
+    if (outer > (int64_t(1) << 20)) return std::nullopt;
+  }
+  if (!dims.empty() && dims[0].stride != 1) return std::nullopt;
+  const int64_t d = b.storage_offset() - a.storage_offset();
+  // Whether r = t_0 + t_1 s_1 has a solution within the first two dimensions' ranges.
+  auto inner = [&](int64_t r) {
+    if (dims.empty()) return r == 0;
+    const Dim& d0 = dims[0];
+    if (dims.size() == 1) return d0.lo <= r && r <= d0.hi;
+    const Dim& d1 = dims[1];
+    auto floor_div = [](int64_t x, int64_t y) { return x / y - (x % y != 0 && (x < 0) != (y < 0)); };
+    // t_0 = r - t_1 s_1 in [lo_0, hi_0]  <=>  t_1 in [ceil((r - hi_0) / s_1), floor((r - lo_0) / s_1)].
+    const int64_t t1_lo = std::max(d1.lo, -floor_div(-(r - d0.hi), d1.stride));
+    const int64_t t1_hi = std::min(d1.hi, floor_div(r - d0.lo, d1.stride));
+    return t1_lo <= t1_hi;
+  };
+  for (int64_t c = 0; c < outer; ++c) {
+    int64_t r = d, rest = c;
+    for (size_t i = 2; i < dims.size(); ++i) {
+      const int64_t span = dims[i].hi - dims[i].lo + 1;
+      r -= (dims[i].lo + rest % span) * dims[i].stride;
+      rest /= span;
+    }
+    if (inner(r)) return true;
+  }
+  return false;
+}
+
+// Whether two tensors may share memory: torch's test for dense views, the exact one above for
+// views of one buffer with the same strides, else whether the byte ranges they span intersect.
 bool may_overlap(const at::Tensor& a, const at::Tensor& b) {
   const at::MemOverlapStatus s = at::get_overlap_status(a, b);
   if (s != at::MemOverlapStatus::TooHard) return s != at::MemOverlapStatus::No;
   if (a.numel() == 0 || b.numel() == 0 || !a.has_storage() || !b.has_storage()) return false;
   if (a.storage().data() != b.storage().data()) return false;
+  if (const std::optional<bool> exact = same_strides_overlap(a, b)) return *exact;
   auto span = [](const at::Tensor& t) {
     int64_t first = t.storage_offset(), last = first;
     for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
@@ -514,6 +570,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   TORCH_CHECK(prop->major >= 8, "cute_gemm needs a GPU of compute capability 8.0 or newer; ", a3.device(), " is ",
               num(prop->major), ".", num(prop->minor));
   const std::string family = forced_family();
+  const bool autotune = autotune_on();  // read on every call: a bad value is an error
   bool sm90 = use_sm90(*prop, family);
   const bool fp32 = a3.scalar_type() == at::kFloat;
   // The SM80 TF32 tile takes 128 KB of shared memory: more than sm_86/sm_89 give a block.
@@ -532,7 +589,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // rows first, and rows too long for the epilogue (N >= 2^24 with M > 1) take torch's path.
   at::Tensor x;
   int64_t x_ldm = 0, x_ldn = 1;
-  if (ep.x.defined() && ep.beta != 0.0) {
+  if (ep.x.defined()) {
     x = ep.x;
     x_ldm = M == 1 ? 0 : x.stride(0);
     x_ldn = N == 1 ? 1 : x.stride(1);
@@ -860,7 +917,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                       " makes more than 2^31 units of work for ", num(batch), " batches of ",
                       num(sm90::block_tiles(p.m, p.n, sm90::kConfigs[cfg])), " tiles; use fewer splits");
   }
-  if (!tf32 && !narrow && !sm90_narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune_on()) {
+  if (!tf32 && !narrow && !sm90_narrow && !swap && forced_cfg < 0 && forced_splits < 0 && autotune) {
     // Timed on first sight of the problem (its family, dtype, layouts, shape, output and epilogue
     // kind), every runnable row with 1, 2 or 4 slices, and the fastest kept (autotune.h); a
     // cached choice this build or problem cannot run is ignored and tuned again. Not
@@ -874,7 +931,15 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     const std::optional<autotune::Choice> hit = autotune::find(path, key);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (hit && hit->cfg < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs) && runnable(hit->cfg, hit->splits)) {
+    // Rows and slice counts the timing below may pick (s in {1, 2, 4}; slices only where the tiles
+    // leave SMs idle, the chooser's own limit: the workspace then stays below one kBM x kBN fp32
+    // tile per SM): a cached entry outside them (another build's, a hand-edited or foreign file's)
+    // is not trusted.
+    auto tunable = [&](int c, int s) {
+      return c >= 0 && c < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs) && (s == 1 || s == 2 || s == 4) &&
+             runnable(c, s) && (s == 1 || (sm90 && sm90_units(c, s) <= num_sms));
+    };
+    if (hit && tunable(hit->cfg, hit->splits)) {
       cfg = hit->cfg;
       splits = hit->splits;
     } else if (capture == cudaStreamCaptureStatusNone) {
@@ -893,9 +958,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       } relaxed;
       for (int c = 0; c < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs); ++c) {
         for (int s : {1, 2, 4}) {
-          // Splits only where the tiles leave SMs idle (the chooser's own limit): the workspace
-          // then stays below one kBM x kBN fp32 tile per SM.
-          if (!runnable(c, s) || (s > 1 && (!sm90 || sm90_units(c, s) > num_sms))) continue;
+          if (!tunable(c, s)) continue;
           try {
             if (launch_with(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
               (void)cudaGetLastError();
@@ -919,7 +982,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
           }
         }
       }
-      if (best.us < std::numeric_limits<double>::infinity()) autotune::remember(path, key, best);
+      if (best.us < std::numeric_limits<double>::infinity() && !autotune::remember(path, key, best)) {
+        TORCH_WARN_ONCE("cute_gemm: could not write the autotune cache ", path,
+                        " (its folder must be this user's, writable by nobody else; set CUTE_GEMM_CACHE_DIR to "
+                        "such a folder); tuned choices stay in memory only");
+      }
       cfg = best.cfg;
       splits = best.splits;
     }
@@ -972,7 +1039,9 @@ Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::
   ep.alpha = alpha;
   ep.beta = beta;
   ep.act = parse_activation("addmm", activation);
-  if (ep.beta != 0.0) ep.x = input.expand({M, N});  // beta = 0: input ignored, NaN in it too (torch.addmm)
+  // beta = 0: input ignored, NaN in it too (torch.addmm). Decided on the float the kernels use: a
+  // beta that rounds to 0 (1e-50) ignores input too, as torch's cuBLAS call does.
+  if (float(ep.beta) != 0.f) ep.x = input.expand({M, N});
   return ep;
 }
 
@@ -993,7 +1062,9 @@ at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Te
                       std::optional<at::ScalarType> out_dtype, at::Tensor& out) {
   const at::ScalarType dtype = check_pair("addmm", a, b, 2, out_dtype);
   const Epilogue ep = addmm_epilogue(input, a, b, beta, alpha, activation, dtype);
-  check_out("addmm", out, {a.size(0), b.size(1)}, dtype, a, {{"input", &input}, {"a", &a}, {"b", &b}});
+  // input is read only where beta is not 0 (addmm_epilogue): out may be input otherwise, as in torch.
+  check_out("addmm", out, {a.size(0), b.size(1)}, dtype, a,
+            {{"input", ep.x.defined() ? &input : nullptr}, {"a", &a}, {"b", &b}});
   gemm_into(a.unsqueeze(0), b.unsqueeze(0), ep, out.unsqueeze(0));
   return out;
 }

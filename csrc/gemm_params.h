@@ -24,9 +24,10 @@ enum class Activation : int { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kS
 //   B K-major: B(k, n) = b[n * ldb + k]     B N-major: B(k, n) = b[n + k * ldb]
 //   C row-major: C(m, n) = c[m * ldc + n]   (+ l * batch_* for batch l)
 // Strides are 64-bit: operands past 2^31 elements must index correctly.
-// The SM90 epilogue's X rows (epilogue.h, add_x_chunk): 32-bit offsets within a tile,
-// 127 rows * 2^24 + 256 columns < 2^31.
-inline constexpr int64_t kMaxChunkXRowStride = int64_t(1) << 24;
+// The SM90 epilogue's X rows (epilogue.h, add_x_chunk): 32-bit offsets within a tile, up to
+// 255 rows * 2^23 + 256 columns < 2^31 (sm90/traits.h asserts it for every tile row). The host
+// copies an X of a longer row stride into rows of N elements first.
+inline constexpr int64_t kMaxChunkXRowStride = int64_t(1) << 23;
 
 struct GemmParams {
   const void* a = nullptr;

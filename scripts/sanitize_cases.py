@@ -89,6 +89,26 @@ def main():
                 run_case(27, 1031, 200, "nn", torch.bfloat16)  # 17 <= M <= 32 (two column tiles on rows 6, 10)
                 cases += 4
             os.environ.pop("CUTE_GEMM_SWAP_CONFIG")
+            # Broadcast batches (batch stride 0) read in place through TMA's batch 0, A and B, on a
+            # 128x256 row and a cluster row; an addmm input of rows 2^23 + 8 elements apart (copied
+            # to rows first) and an activation with a cancelling bias through the activation warps.
+            for config in ("0", "9"):
+                os.environ["CUTE_GEMM_SM90_CONFIG"] = config
+                x, w3 = torch.randn(130, 264, device="cuda").bfloat16(), torch.randn(4, 264, 136, device="cuda").bfloat16()
+                check(cute_gemm.bmm(x.expand(4, 130, 264), w3), x.expand(4, 130, 264), w3)
+                a3 = torch.randn(4, 264, 130, device="cuda").bfloat16().mT
+                w = torch.randn(264, 136, device="cuda").bfloat16()
+                check(cute_gemm.bmm(a3, w.expand(4, 264, 136)), a3, w)
+                cases += 2
+            os.environ["CUTE_GEMM_SM90_CONFIG"] = "0"
+            a, b = operand(300, 64, "n", torch.bfloat16), operand(64, 264, "n", torch.bfloat16)
+            stride = 2**23 + 8
+            buf = torch.randn(299 * stride + 264, device="cuda").bfloat16()
+            x = buf.as_strided((300, 264), (stride, 1))
+            check(cute_gemm.addmm(x, a, b), a, b, a.double() @ b.double() + x.double())
+            del buf, x
+            os.environ.pop("CUTE_GEMM_SM90_CONFIG")
+            cases += 1
             # The stream-K tail (128x64 tiles: more than one wave, pieces of up to three blocks).
             os.environ["CUTE_GEMM_STREAM_K"] = "1"
             os.environ["CUTE_GEMM_SM90_CONFIG"] = "3"

@@ -89,7 +89,8 @@ def test_processes_tuning_at_once_keep_every_entry(cache_dir, family):
     assert not list(cache_dir.glob("*.tmp.*"))
 
 
-@pytest.mark.parametrize("damage", ["garbage", "stale-header", "torn-rows", "unknown-config", "splits-past-k"])
+@pytest.mark.parametrize("damage", ["garbage", "stale-header", "torn-rows", "unknown-config", "splits-past-k",
+                                    "untuned-splits"])
 def test_corrupt_or_stale_cache_is_ignored(damage, cache_dir, family):
     m, n, k = 200, 264, 1000
     a, b = make_operand(m, k, "n", torch.bfloat16), make_operand(k, n, "n", torch.bfloat16)
@@ -104,8 +105,10 @@ def test_corrupt_or_stale_cache_is_ignored(damage, cache_dir, family):
         path.write_text(f"{HEADER}{path.name}\n{key} 0 1 1.0\n{key}\t0 1\n{key}\t99 1 1.0\n")
     elif damage == "unknown-config":  # parses, but this build has no row 60: gemm.cpp refuses it
         path.write_text(f"{HEADER}{path.name}\n{key}\t60 1 1.0\n")
-    else:  # parses, but 64 slices of K = 1000 (16 K tiles) cannot run: gemm.cpp refuses it
+    elif damage == "splits-past-k":  # parses, but 64 slices of K = 1000 (16 K tiles) cannot run
         path.write_text(f"{HEADER}{path.name}\n{key}\t0 64 1.0\n")
+    else:  # could run, but the timing never picks 16 slices: a foreign or hand-edited entry
+        path.write_text(f"{HEADER}{path.name}\n{key}\t1 16 1.0\n")
     # A new process: the damaged file gives no choice, so it tunes, answers right and rewrites it.
     finish(run_child(f"test_mm.check(test_mm.make_operand({m}, {k}, 'n', torch.bfloat16), "
                      f"test_mm.make_operand({k}, {n}, 'n', torch.bfloat16))\n", cache_dir, family))

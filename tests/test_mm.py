@@ -441,6 +441,13 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAST_HBM", "2", r"CUTE_GEMM_FAST_HBM must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_LATE_C", "on", r"CUTE_GEMM_LATE_C must be an integer in \[0, 1\]"),
+    # Exactly the documented values: no spaces, signs or words.
+    ("CUTE_GEMM_SPLITS", " 2", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\], got ' 2'"),
+    ("CUTE_GEMM_PDL", "+1", r"CUTE_GEMM_PDL must be an integer in \[0, 1\], got '\+1'"),
+    ("CUTE_GEMM_GROUP_M", "\t8", r"CUTE_GEMM_GROUP_M must be an integer in \[1, 64\]"),
+    ("CUTE_GEMM_GROUP_M", "8 ", r"CUTE_GEMM_GROUP_M must be an integer in \[1, 64\]"),
+    ("CUTE_GEMM_AUTOTUNE", "true", r"CUTE_GEMM_AUTOTUNE must be an integer in \[0, 1\], got 'true'"),
+    ("CUTE_GEMM_AUTOTUNE", "2", r"CUTE_GEMM_AUTOTUNE must be an integer in \[0, 1\]"),
 ])
 def test_bad_env_knob_is_an_error(var, value, pattern, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")

@@ -8,6 +8,7 @@ torch's own error. out= tensors are filled with NaN first, so an element left un
 """
 
 import itertools
+import re
 import zlib
 from pathlib import Path
 
@@ -529,11 +530,66 @@ def test_addmm_activation_warps(config, activation, monkeypatch):
         buf = nan_out((m + 1, n + 8), dtype)
         assert torch.equal(call(out=buf[:m, :n]), c)
         assert buf[:, n:].isnan().all() and buf[m].isnan().all(), "wrote past the out view"
+        assert offload_ran(call), "the activation warps did not run"
         monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "0")
         own = call()
+        assert not offload_ran(call), "CUTE_GEMM_ACT_OFFLOAD=0 ran the activation warps"
         monkeypatch.delenv("CUTE_GEMM_ACT_OFFLOAD")
         check(own, ref, dtype, theirs)
-        assert not torch.equal(own, c), "the activation warps did not run"
+
+
+def kernel_names(fn) -> list[str]:
+    """The CUDA kernels fn() launched, by torch.profiler."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def offload_ran(fn) -> bool:
+    """Whether fn() ran the sm90 activation warps' kernel (gemm_kernel<Traits, true>)."""
+    return any(re.search(r"gemm_kernel<.*, true>\(", name) for name in kernel_names(fn))
+
+
+@gpu
+@pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES) + 1), ids=SM90_CONFIG_NAMES + ["sm80"])
+@pytest.mark.parametrize("activation", [a for a in ACTS if a is not None])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_addmm_pre_activation_is_rounded_once(dtype, activation, config, monkeypatch):
+    """act(beta * input + alpha * acc) is computed from the fp32 accumulators, as torch.addmm
+    rounds its result once: an accumulator past float16's range that a small alpha scales back
+    into it, and a bias that cancels most of the accumulator, lose nothing to an early rounding.
+    Every sm90 row (rows 0 and 2 through the activation warps) and the sm80 family."""
+    if config == len(SM90_CONFIG_NAMES):
+        monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
+    else:
+        use_sm90_row(monkeypatch, config)
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "0")
+    m, n = 2100, 4200  # 289 tiles of 128x256: two or more per block, as the activation warps need
+    # Large accumulators: entries of 64 N(0, 1), K = 256: |acc| past 65504 in about a third of C.
+    k = 256
+    a = (64 * torch.randn(m, k, device="cuda")).to(dtype)
+    b = (64 * torch.randn(n, k, device="cuda")).to(dtype).t()
+    bias = randn(n, dtype=dtype)
+    alpha = 1 / 64
+    ref = addmm_ref(bias, a, b, 1, alpha, activation)
+    c = poisoned(lambda: cute_gemm.addmm(bias, a, b, alpha=alpha, activation=activation), (m, n), dtype)
+    assert c.isfinite().all(), f"{(~c.isfinite()).sum().item()} non-finite outputs where the result is finite"
+    check(c, ref, dtype)
+    # A cancelling bias: equal rows of integers, so acc(i, j) = acc(j) is exact (about 4096 +- 100),
+    # and bias(j) = -acc(j) rounded to the dtype: z = acc - bias is the rounding's small residue.
+    k = 1024
+    row = torch.randint(1, 4, (1, k), device="cuda").to(dtype)
+    a = row.expand(m, k).contiguous()
+    b = torch.randint(0, 5, (n, k), device="cuda").to(dtype).t()
+    acc = (row.double() @ b.double()).squeeze(0)
+    bias = (-acc).to(dtype)
+    ref = addmm_ref(bias, a, b, 1, 1, activation)
+    assert ref.abs().max() > 0.5, "the residues should not all be 0"
+    c = poisoned(lambda: cute_gemm.addmm(bias, a, b, activation=activation), (m, n), dtype)
+    check(c, ref, dtype)
 
 
 @gpu
@@ -546,6 +602,126 @@ def test_addmm_beta_zero_ignores_nan_input(dtype):
             ref = addmm_ref(input, a, b, 0, 2.0, activation)
             check(cute_gemm.addmm(input, a, b, beta=0, alpha=2.0, activation=activation), ref, dtype,
                   ACTS[activation](torch.addmm(input, a, b, beta=0, alpha=2.0)))
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_addmm_beta_that_rounds_to_zero_ignores_nan_input(dtype):
+    """beta is a float in the kernels (as in torch's cuBLAS call): 1e-50 is 0 there, so input is
+    not read, and its NaN does not reach the result."""
+    a, b = operand(127, 129, "n", dtype), operand(129, 131, "n", dtype)
+    for input in (nan_out((131,), dtype), nan_out((127, 131), dtype)):
+        c = cute_gemm.addmm(input, a, b, beta=1e-50)
+        theirs = torch.addmm(input, a, b, beta=1e-50)
+        assert not theirs.isnan().any()
+        check(c, a.double() @ b.double(), dtype, theirs)
+
+
+@gpu
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+def test_out_bumps_the_version_counter(op):
+    """out= writes in place: its version counter moves, so a backward that would read a tensor the
+    call overwrote is refused, as after torch.mm(out=)."""
+    dtype = torch.bfloat16
+    x = randn(64, 32, dtype=dtype).requires_grad_()
+    w = randn(32, 48, dtype=dtype)
+    y = cute_gemm.mm(x, w)  # saves w for dX
+    a, b = randn(32, 16, dtype=dtype), randn(16, 48, dtype=dtype)
+    before = w._version
+    if op == "mm":
+        cute_gemm.mm(a, b, out=w)
+    elif op == "addmm":
+        cute_gemm.addmm(randn(48, dtype=dtype), a, b, out=w)
+    else:
+        cute_gemm.bmm(a.unsqueeze(0), b.unsqueeze(0), out=w.unsqueeze(0))
+    assert w._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+@gpu
+def test_out_into_an_inference_tensor_outside_inference_mode_is_refused():
+    a, b = randn(64, 32), randn(32, 48)
+    with torch.inference_mode():
+        out = nan_out((64, 48), torch.bfloat16)
+        assert cute_gemm.mm(a, b, out=out) is out  # inside inference mode: allowed, as in torch
+    with pytest.raises(RuntimeError, match=r"Inplace update to inference tensor"):
+        torch.mm(a, b, out=out)
+    with torch.inference_mode():
+        out.fill_(float("nan"))
+    with pytest.raises(RuntimeError, match=r"mm\.out: out is an inference tensor"):
+        cute_gemm.mm(a, b, out=out)
+    with torch.inference_mode():
+        assert out.isnan().all(), "written before the refusal"
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_out_beside_an_input_in_one_buffer(dtype):
+    """out= may share a buffer with an input where no element is shared (column blocks of one
+    matrix; batches of one tensor), and addmm(c, a, b, beta=0, out=c) does not read c; a view that
+    really shares elements with an input is still refused."""
+    m, k, n = 129, 64, 72
+    buf = randn(m, k + n + 8, dtype=dtype)
+    a, out = buf[:, :k], buf[:, k + 8:]
+    b = randn(k, n, dtype=dtype)
+    ref = a.double() @ b.double()
+    assert cute_gemm.mm(a, b, out=out) is out
+    check(out, ref, dtype)
+    # The same strides, rows apart by less than a row: elements shared.
+    with pytest.raises(ValueError, match="mm: out must not overlap a"):
+        cute_gemm.mm(buf[:, :k], b, out=buf[:, k - 8:k - 8 + n])
+    # batch blocks: a in batches 0..1, out in batches 2..3 of one (4, M, K) tensor
+    t = randn(4, 33, 64, dtype=dtype)
+    w = randn(2, 64, 64, dtype=dtype)
+    ref = t[:2].double() @ w.double()
+    assert cute_gemm.bmm(t[:2], w, out=t[2:]) is not None
+    check(t[2:], ref, dtype)
+    c = randn(m, n, dtype=dtype)
+    assert cute_gemm.addmm(c, a, b, beta=0, out=c) is c
+    check(c, a.double() @ b.double(), dtype)
+    with pytest.raises(ValueError, match="addmm: out must not overlap input"):
+        cute_gemm.addmm(c, a, b, beta=1, out=c)
+
+
+# The sm90 rows that run a bmm (the swapped decode rows run unswapped when pinned), and the sm80 family.
+BMM_ROWS = list(range(len(SM90_CONFIG_NAMES))) + ["sm80"]
+
+
+@gpu
+@pytest.mark.parametrize("row", BMM_ROWS, ids=SM90_CONFIG_NAMES + ["sm80"])
+@pytest.mark.parametrize("case", ["a_expanded", "b_expanded_a_mmajor", "matmul_2d_3d", "unaligned_expanded"])
+def test_broadcast_batches_are_read_in_place(case, row, monkeypatch):
+    """A batch stride of 0 (one matrix for every batch) is read in place, or copied once where its
+    rows are not aligned: the call allocates no copy per batch."""
+    if row == "sm80":
+        monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
+    else:
+        use_sm90_row(monkeypatch, row)
+        monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")  # no split-K workspace in the count
+    dtype = torch.bfloat16
+    L, m, k, n = 16, 256, 512, 384
+    if case == "a_expanded":
+        a, b = randn(m, k, dtype=dtype).expand(L, m, k), randn(L, k, n, dtype=dtype)
+    elif case == "b_expanded_a_mmajor":
+        a, b = randn(L, k, m, dtype=dtype).mT, randn(k, n, dtype=dtype).expand(L, k, n)
+    elif case == "matmul_2d_3d":
+        a, b = randn(m, k, dtype=dtype), randn(L, k, n, dtype=dtype)
+    else:  # K not a multiple of 8: the broadcast matrix is copied, once
+        k = 509
+        a, b = randn(m, k, dtype=dtype).expand(L, m, k), randn(L, k, n, dtype=dtype)
+    call = (lambda: cute_gemm.matmul(a, b)) if case == "matmul_2d_3d" else (lambda: cute_gemm.bmm(a, b))
+    call()  # warm: workspaces, descriptors
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    c = call()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base - c.numel() * c.element_size()
+    once = max(m, n) * (k + 8) * 2 + (1 << 20)  # one padded copy of the broadcast matrix, and slack
+    assert extra <= once, f"{extra} bytes beside the result: a copy per batch ({L * m * k * 2} bytes)?"
+    a3 = a.expand(L, m, k) if a.dim() == 2 else a
+    check(c, a3.double() @ b.double(), dtype, torch.matmul(a, b))
 
 
 @gpu

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import cute_gemm
+from cute_gemm._build_paths import config_names
 from test_mm import family, rel_err, use_family  # noqa: F401 (family: the sm80/sm90 fixture)
 
 pytestmark = pytest.mark.gpu
@@ -236,6 +237,40 @@ def test_over_2_31_elements(case, major, family):
         cute_gemm.mm(a, b, out=out)
     _blocked_check(out, a, b, dtype, x)
     del a, b, out, x
+    torch.cuda.empty_cache()
+
+
+SM90_ROWS = len(config_names(Path(__file__).resolve().parents[1] / "csrc" / "sm90" / "configs.h"))
+
+
+@pytest.mark.parametrize("row", list(range(SM90_ROWS)) + ["sm80"])
+def test_addmm_input_rows_far_apart(row, monkeypatch):
+    """addmm's input (M, N) with a row stride of millions of elements (a column block of a very
+    wide buffer): the epilogue's offsets into it pass 2^31 elements within a tile of 192 or 256
+    rows unless they are 64-bit or the host first copies such an input to rows. Strides on both
+    sides of the copy's threshold (2^23) and one that crashed a 192-row tile (12e6), on every sm90
+    row and the sm80 family."""
+    if torch.cuda.get_device_properties(0).total_memory < 40 * 2**30:
+        pytest.skip("needs a GPU with 40 GiB of memory")
+    if row == "sm80":
+        use_family(monkeypatch, "sm80")
+    else:
+        use_family(monkeypatch, "sm90")
+        monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
+    dtype = torch.bfloat16
+    m, n, k = 520, 264, 64  # two tile rows of every tile height, edge tiles in M and N
+    strides = [2**23 - 8, 2**23 + 8, 12_000_000]
+    buf = torch.empty((m - 1) * max(strides) + n, device="cuda", dtype=dtype)
+    a, b = randn(m, k, dtype=dtype), randn(k, n, dtype=dtype)
+    for stride in strides:
+        x = buf.as_strided((m, n), (stride, 1))
+        x.copy_(randn(m, n, dtype=dtype))
+        ref = F.relu(a.double() @ b.double() + 0.5 * x.double())
+        c = cute_gemm.addmm(x, a, b, beta=0.5, activation="relu")
+        torch.cuda.synchronize()
+        assert not c.isnan().any()
+        assert rel_err(c, ref) <= REL_BOUND[dtype], stride
+    del buf
     torch.cuda.empty_cache()
 
 

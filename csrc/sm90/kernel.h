@@ -321,13 +321,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
                           t.m * kBM + c * Tr::kRowsPerConsumer, t.n * kBN + j * Tr::kChunkN, p.m, p.n);
   };
 
-  // The activation warps (warps 1-3, idle in the producer warpgroup otherwise) apply bias and
-  // activation to the 16-bit values the consumers staged and TMA-store them, while the consumers
-  // go on with the next tile's main loop: in this cooperative kernel the epilogue's math would
-  // otherwise run while the tensor cores wait. The pre-activation is rounded to C's type first
-  // (as torch's unfused addmm + activation rounds it), then alpha * z + beta * bias in fp32, then
-  // the activation. Whole tiles only (no split-K, no stream-K), and X at most a 16-bit bias:
-  // run() checks (offload_applies).
+  // The activation warps (warps 1-3, idle in the producer warpgroup otherwise) apply the
+  // activation to the 16-bit pre-activations the consumers staged and TMA-store them, while the
+  // consumers go on with the next tile's main loop: in this cooperative kernel the activation's
+  // math would otherwise run while the tensor cores wait. The consumers compute the
+  // pre-activation z = alpha * acc + beta * bias in fp32 and round it once, as torch.addmm rounds
+  // its result, so the activation warps see act's argument to 16 bits: an accumulator past
+  // float16's range that alpha scales back, or a bias that cancels it, stays exact. Whole tiles
+  // only (no split-K, no stream-K), and X at most a 16-bit bias: run() checks (offload_applies).
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
@@ -374,8 +375,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       Unit unit;
       while (cursor.next(unit)) {
         const BatchTile tile = tile_of(unit.tile);
-        Tensor gA = local_tile(mA(_, _, tile.l), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
-        Tensor gB = local_tile(mB(_, _, tile.l), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
+        // A broadcast operand (batch stride 0) is one matrix to TMA: its batch 0 (run(), below).
+        const int la = p.batch_a == 0 ? 0 : tile.l, lb = p.batch_b == 0 ? 0 : tile.l;
+        Tensor gA = local_tile(mA(_, _, la), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
+        Tensor gB = local_tile(mB(_, _, lb), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
         auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                           group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
         auto [tBgB, tBsB] = tma_partition(params.tma_b, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
@@ -420,14 +423,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
           EmptyBarrier::wait(&smem.c_ready[buf], (ready_phase >> buf) & 1);
           ready_phase ^= 1u << buf;
           const BatchTile t = smem.c_buf_tile[buf];
-          const int col = t.n * kBN + j * Tr::kChunkN + grp * kVec;
-          float bias[kVec];
-          CUTE_UNROLL
-          for (int q = 0; q < kVec / 2; ++q) {
-            const uint32_t pair = p.x != nullptr ? load_bias_pair<T>(p, col + 2 * q) : 0u;
-            bias[2 * q] = p.beta * pair_half<T>(pair, 0);
-            bias[2 * q + 1] = p.beta * pair_half<T>(pair, 1);
-          }
           with_activation(p.act, [&](auto a) {
             constexpr Activation A = decltype(a)::value;
 #pragma unroll 1
@@ -436,7 +431,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
               uint4 v = *vec;
               T* e = reinterpret_cast<T*>(&v);
               CUTE_UNROLL
-              for (int i = 0; i < kVec; ++i) e[i] = T(activate<A>(p.alpha * float(e[i]) + bias[i]));
+              for (int i = 0; i < kVec; ++i) e[i] = T(activate<A>(float(e[i])));
               *vec = v;
             }
           });
@@ -501,7 +496,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
     };
     // A 16-bit bias: the tile's pairs are loaded when its epilogue starts (epilogue.h, load_bias_pair).
-    const bool bias16 = Tr::kStageC && !kOffload && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
+    const bool bias16 = Tr::kStageC && p.x != nullptr && p.x_ldm == 0 && !p.x_f32;
 
     // Deferred C (16-bit C with 16-byte aligned rows, the TMA-store path): a tile's epilogue
     // converts its values into rCd and stops there; the stmatrix + TMA store of each deferred
@@ -726,7 +721,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // its stores. A compile-time loop: every index and coordinate is a constant, so the values stay in
       // registers (a runtime chunk index would put the accumulators in local memory), and each chunk's
       // registers are free once it is stored.
-      const bool math = !kOffload && p.epilogue_math();
+      // (The activation warps' kernel: everything but the activation, which they apply.)
+      const bool math = kOffload ? p.x != nullptr || p.alpha != 1.f : p.epilogue_math();
       // Deferred only when this block has another unit to hide the stores under.
       // (Rows TMA cannot store are written by the consumers themselves: in the epilogue.)
       const bool defer_tile = stage_c && !p.c_staged && cursor.has_next();
@@ -739,8 +735,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         Tensor v = acc_chunks(_, j);
         const int ccol0 = col0 + j * Tr::kChunkN;
         // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are kChunkN j columns further.
-        if (__builtin_expect(math, 0)) epilogue_chunk<T>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
+        if (__builtin_expect(math, 0)) epilogue_chunk<T, !kOffload>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
         if (__builtin_expect(stage_c, 1)) {
+          if constexpr (kOffload && std::is_same_v<CT, cutlass::half_t>) {
+            // A pre-activation below float16's range: -inf in 16 bits, where every activation
+            // gives (-)0 for it, but NaN for -inf (gelu, silu). Its largest negative value gives
+            // the 0. (NaN compares false and stays NaN.)
+            CUTE_UNROLL
+            for (int i = 0; i < kChunkValues; ++i) v(i) = v(i) < -65504.f ? -65504.f : v(i);
+          }
           CUTE_UNROLL
           for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(v(i));
           if (j < kImmediate || !defer_tile) {
@@ -842,12 +845,18 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   }
   if (regs * Tr::kThreads < 128 * (Tr::kProducerRegs + Tr::kConsumers * Tr::kConsumerRegs)) return cudaErrorInvalidConfiguration;
 
-  // (MN,K,L): the batch is TMA's third dimension (the host keeps its stride a nonzero multiple
-  // of 16 bytes, as TMA requires).
+  // (MN,K,L): the batch is TMA's third dimension, of a stride that TMA wants a nonzero multiple of
+  // 16 bytes. A broadcast operand (batch stride 0, `w.expand(L, K, N)`: one matrix for every batch,
+  // read in place) is described as one matrix of a packed batch stride, and the kernel reads its
+  // batch 0 for every tile.
+  auto batches = [&](int64_t stride) { return stride == 0 ? 1 : p.batch; };
+  auto tma_stride = [](int64_t stride, int64_t packed) { return stride == 0 ? packed : stride; };
   Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)),
-                          make_layout(make_shape(p.m, p.k, p.batch), mn_k_l_stride<AKMajor>(p.lda, p.batch_a)));
+                          make_layout(make_shape(p.m, p.k, batches(p.batch_a)),
+                                      mn_k_l_stride<AKMajor>(p.lda, tma_stride(p.batch_a, p.lda * (AKMajor ? p.m : p.k)))));
   Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
-                          make_layout(make_shape(p.n, p.k, p.batch), mn_k_l_stride<BKMajor>(p.ldb, p.batch_b)));
+                          make_layout(make_shape(p.n, p.k, batches(p.batch_b)),
+                                      mn_k_l_stride<BKMajor>(p.ldb, tma_stride(p.batch_b, p.ldb * (BKMajor ? p.n : p.k)))));
   KernelParams<Tr> params{{}, {}, {}, p};
   if constexpr (!CpAsync) {  // the narrow kernels read A and B with cp.async: no descriptors
     params.tma_a =

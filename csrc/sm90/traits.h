@@ -103,6 +103,8 @@ struct KernelTraits {
   // the swizzle of that width.
   static constexpr int kChunkN = kBN < 64 ? kBN : kBN == 64 || kBN % 128 == 0 ? 64 : 32;
   static_assert(kChunkN == 64 || kChunkN == 32 || kChunkN == 16, "C chunks of 16, 32 or 64 columns");
+  static_assert((kBM - 1) * kMaxChunkXRowStride + kBN <= 2147483647,
+                "the epilogue's 32-bit offsets into X rows (epilogue.h, add_x_chunk) must reach the whole tile");
   static_assert(kBN == kChunkN || kBN % (2 * kChunkN) == 0,
                 "one C chunk per tile, or an even number (two staging buffers)");
   // fp32 C (TF32, out_dtype=float32) is always stored from registers: no staging.
@@ -150,14 +152,15 @@ struct KernelTraits {
   // and two deferred C chunks (kernel.h; row 7: 96 and six 32-column chunks). 40 + 2 x 232 = 3 x 168, the pool that 384 threads of
   // __launch_bounds__(384, 1) start with. (40 spilled in the producer with a multicast MN-major
   // B until its k-loop stopped being unrolled.)
-  // Three consumer warpgroups (row 8's 192-row tiles, 512 threads): 24 + 3 x 160 <= 4 x 128, the
+  // Three consumer warpgroups (row 8's 192-row tiles, 512 threads): 32 + 3 x 160 = 4 x 128, the
   // pool of __launch_bounds__(512, 1); they hold 96 accumulators and store C in their epilogue,
-  // and the producer (no multicast there) fits in 24.
+  // and the producer (no multicast there) fits in 32 (24 spilled once it picked batch 0 for a
+  // broadcast operand).
   // The narrow kernels' producer is 128 threads computing addresses and predicates: 40 registers
   // next to two consumers, as the TMA producer (48 hung the first device run: 48 + 2 x 232 is more
   // than the 3 x 168 the block starts with, and setmaxnreg.inc waits for registers that never come),
   // 96 next to one.
-  static constexpr int kProducerRegs = kConsumers == 3 ? 24 : kConsumers == 1 && CpAsync ? 96 : 40;
+  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : kConsumers == 1 && CpAsync ? 96 : 40;
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 232;
   static_assert(!CpAsync || kConsumers <= 2, "narrow kernels: one or two consumer warpgroups");
   // setmaxnreg moves registers within the pool the block launched with (kThreads x the kernel's
