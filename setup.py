@@ -5,6 +5,8 @@ Environment:
   TORCH_CUDA_ARCH_LIST    target arches (default: the visible GPUs, else "8.0;9.0a")
   MAX_JOBS                parallel compile jobs (ninja)
   CUTE_GEMM_PTXAS_VERBOSE=1   print registers / spills per kernel
+  CUTE_GEMM_SM90_NARROW_BUILD=1   also build the experimental sm90 narrow kernels (32 files; the
+                                  runtime knob CUTE_GEMM_SM90_NARROW=1 needs them)
 """
 
 import importlib.util
@@ -62,7 +64,7 @@ nvcc_flags = common + [
 if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE"):
     nvcc_flags.append("-Xptxas=-v")
 
-# CUTE_GEMM_LAYOUTS=kn,...: a development build (a short device session) with the kernels of these
+# CUTE_GEMM_LAYOUTS=kn,...: a development build (a short GPU check) with the kernels of these
 # operand layouts only (generate.py's names: a, then b, K-major "k" or M-/N-major "m"/"n"; torch's
 # row-major a @ b is "kn"); the dispatch tables hold no kernel for the others, whose calls are an
 # error naming the knob. Unset: every layout (the product).
@@ -76,8 +78,19 @@ if layouts:
     print(f"cute_gemm: a development build with the layouts {', '.join(layouts)} only (CUTE_GEMM_LAYOUTS)")
 
 
+# The sm90 rows' narrow kernels (4-byte cp.async producer) are opt-in at run time and, as an
+# experiment, at build time too: a fifth of the build's files, which no default call runs.
+sm90_narrow_build = os.environ.get("CUTE_GEMM_SM90_NARROW_BUILD", "")
+if sm90_narrow_build not in ("", "0", "1"):
+    raise SystemExit(f"CUTE_GEMM_SM90_NARROW_BUILD must be 0 or 1, got {sm90_narrow_build!r}")
+if sm90_narrow_build != "1":
+    cxx_flags.append("-DCUTE_GEMM_NO_SM90_NARROW")
+
+
 def wanted(path: Path) -> bool:
     parts = path.stem.split("_")  # family, dtype, layout, c<row>; TF32's kk kernels are always built
+    if parts[0] == "sm90n" and sm90_narrow_build != "1":
+        return False
     return not layouts or parts[1] == "tf32" or parts[2] in layouts
 
 

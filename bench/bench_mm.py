@@ -387,7 +387,7 @@ def measure_row(torch, impls, sets, ref, bound, seconds) -> dict:
 def knobs(settings: dict[str, str]):
     """Clear the CUTE_GEMM_* variant knobs and set `settings` for the duration, then restore what
     was there: every knob and every key of `settings` (a setting that outlived its row would pick
-    the kernel of every later row, as CUTE_GEMM_ACT_OFFLOAD=0 did before session 13)."""
+    the kernel of every later row, as CUTE_GEMM_ACT_OFFLOAD=0 did before 2026-11-25)."""
     keys = dict.fromkeys([*KNOBS, *settings])
     saved = {k: os.environ.pop(k, None) for k in keys}
     try:

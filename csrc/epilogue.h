@@ -19,7 +19,7 @@ CUTE_DEVICE float activate(float v) {
   } else if constexpr (A == Activation::kGelu) {
     // gelu(v) = v Phi(v). With t = |v|, the upper tail Q(t) = 1 - Phi(t) = erfc(t/sqrt2)/2 is
     // e^(-t^2/2) s P(s), s = 1 / (1 + 0.325 t), P of degree 7 fitted for relative error (6.8e-7 in
-    // exact arithmetic; docs/tuning.md, session 12): gelu = v (1 - Q) for v >= 0, v Q below. No
+    // exact arithmetic; docs/tuning.md, 2026-11-25): gelu = v (1 - Q) for v >= 0, v Q below. No
     // 1 + erf(v) to cancel where erf is near -1, one reciprocal and one exp2 against erff's longer
     // sequence (bench/act_math.cu measures both). The .approx.ftz forms skip exp2f's and the
     // divide's subnormal fix-ups: e^(-t^2/2) flushes to 0 only where v Q is below 1e-38 anyway.
@@ -174,7 +174,7 @@ CUTE_DEVICE float pair_half(uint32_t pair, int half) {
 // column 2 (L % 4) + i % 2 plus a multiple of 8, so the parity is i's alone. bfloat16: a value
 // takes the 16-bit pair and converts its half (a shift or a mask). Each form is the one under
 // which ptxas fits the 128x256 kernels in their 168 registers: fp16 shuffling pairs spilled 6-12
-// bytes, bfloat16 shuffling floats 4-16 (session 21). fp16 computes beta * bias, then one FFMA;
+// bytes, bfloat16 shuffling floats 4-16 (2026-11-26). fp16 computes beta * bias, then one FFMA;
 // bfloat16 alpha * v + beta * bias as nvcc contracts it, as before.
 template <class T, class V, class Coord>
 CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const GemmParams& p) {

@@ -43,7 +43,7 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 constexpr int64_t kMaxDim = std::numeric_limits<int>::max() - 255;
 
 // Numbers in messages are formatted with std::to_string, never through std::ostream: an
-// extension built by a toolchain that links its own libstdc++ copy (seen on the lent H100's
+// extension built by a toolchain that links its own libstdc++ copy (seen on an H100 machine's
 // /opt/gcc) crashes formatting integers with the other copy's locale facets.
 std::string num(int64_t v) { return std::to_string(v); }
 
@@ -198,10 +198,16 @@ struct Sm80Narrow {
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = narrow_launcher<D, AK, BK, C>();
 };
-// The SM90 rows' narrow kernels (cp.async producer): the rows of sm90::kNarrowConfigs, null elsewhere.
+// The SM90 rows' narrow kernels (cp.async producer): the rows of sm90::kNarrowConfigs, null elsewhere
+// and in a build without them (setup.py leaves them out unless CUTE_GEMM_SM90_NARROW_BUILD=1).
+#if defined(CUTE_GEMM_NO_SM90_NARROW)
+constexpr bool kSm90NarrowBuilt = false;
+#else
+constexpr bool kSm90NarrowBuilt = true;
+#endif
 template <DType D, bool AK, bool BK, int C>
 constexpr Launcher sm90_narrow_launcher() {
-  if constexpr (sm90::has_narrow(C)) {
+  if constexpr (kSm90NarrowBuilt && sm90::has_narrow(C)) {
     return &sm90::run<D, AK, BK, C, true>;
   } else {
     return nullptr;
@@ -346,7 +352,7 @@ int peak_hbm_gbs(int device) {
 }
 
 // Whether sm90's chooser takes its rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the
-// H200's, session 33): CUTE_GEMM_FAST_HBM=1 / 0 (tests, benchmarks), unset: from the GPU's peak
+// H200's, 2026-11-28): CUTE_GEMM_FAST_HBM=1 / 0 (tests, benchmarks), unset: from the GPU's peak
 // bandwidth per SM.
 bool fast_hbm(int device, int num_sms) {
   const int env = env_int("CUTE_GEMM_FAST_HBM", 0, 1);
@@ -635,6 +641,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     return !in_place(x, sm90, false, false) && !in_place(x, false, false, false);
   };
   const int sm90_narrow_env = env_int("CUTE_GEMM_SM90_NARROW", 0, 1);  // read on every call: a bad value is an error
+  TORCH_CHECK_VALUE(sm90_narrow_env != 1 || !sm90 || kSm90NarrowBuilt,
+                    "CUTE_GEMM_SM90_NARROW=1 needs the sm90 narrow kernels, which this build leaves out: reinstall "
+                    "with CUTE_GEMM_SM90_NARROW_BUILD=1");
   // Operands one of which neither TMA nor 16-byte cp.async reads in place while both can be read
   // in 4-byte vectors: what either family's narrow kernels serve (asked only where one may run).
   const bool narrow_able = !fp32 && ((sm90 && sm90_narrow_env == 1) || (narrow_env != 0 && family != "sm90")) &&
@@ -644,7 +653,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles with
   // 4-byte cp.async, the consumers are the same WGMMA warpgroups) for such operands, in place of the
   // padded copies and of the SM80 narrow kernels: opt-in (CUTE_GEMM_SM90_NARROW=1) while only the
-  // nn layout has run on a GPU (session 35, docs/tuning.md).
+  // nn layout has run on a GPU (2026-11-29, docs/tuning.md).
   const bool sm90_narrow = sm90 && sm90_narrow_env == 1 && narrow_able;
   if (narrow_env != 0 && !fp32 && family != "sm90" && !sm90_narrow) {
     // The operands the default family would copy (the narrow kernels read both in place).
@@ -670,7 +679,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const Operand B = prepare_operand(b.transpose(1, 2), sm90 && !sm90_narrow, tf32, narrow || sm90_narrow, row_copy, &copies);
   copies.launch();
   const int64_t kVec = vec_of(a);
-  // The swapped decode path (sm90 rows 6, 10 and 11; sessions 19, 32 and 34): for M <= 32 rows
+  // The swapped decode path (sm90 rows 6, 10 and 11; 2026-11-26 to 2026-11-29): for M <= 32 rows
   // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
   // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
   // element by element (C is at most 32 rows). Needs A read K-major (its rows become 16- or 32-row
@@ -694,10 +703,10 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // (GemmParams::c_staged, sm90/kernel.h's write_staged_rows), rather than computing C into a
   // scratch buffer with padded rows and copying it out (one extra pass over C), which stays for C
   // with an activation (below), a C not written in place, and under CUTE_GEMM_C_STAGED=0. Either
-  // is cheaper than element stores from the accumulators (session 6, device run 4;
+  // is cheaper than element stores from the accumulators (2026-11-23;
   // CUTE_GEMM_C_SCRATCH=0 takes those).
-  // H100, bf16 mm, staged / scratch, us: session 25 (run 3) 2050^3 54.0 / 57.4, 1030^3 19.4 /
-  // 21.1, 4096x4100x4096 248.9 / 264.7; session 26 (run 3), rows of odd ldc (every other row 2
+  // H100, bf16 mm, staged / scratch, us: 2026-11-26 2050^3 54.0 / 57.4, 1030^3 19.4 /
+  // 21.1, 4096x4100x4096 248.9 / 264.7; 2026-11-27, rows of odd ldc (every other row 2
   // bytes past 4-byte alignment, written in 4-byte pairs across the staged words): 1031^3 18.8 /
   // 20.1, 4096x4095x4096 220.2 / 225.7, 4097x4095x4103 280.5 / 281.6, 2050x2051x2048 45.2 / 45.1
   // (run 2, with 2-byte stores at every unit's ends: 47.3 / 43.6, and 1031^3 18.7 / 21.1).
@@ -729,7 +738,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers),
   // and for the SM90 family's TMA store rows of whole 16-byte units: on the H100 the TMA store of
   // a row's last partial unit also wrote the unit's elements past N (an out= view with padded
-  // rows, device run 2 of session 5). The SM80 family's vector stores bound the last unit per
+  // rows, 2026-11-22. The SM80 family's vector stores bound the last unit per
   // element.
   p.c_vector_ok = !c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
                   (!sm90 || N % kVec == 0 || scratch) && p.batch_c % kVec == 0 && p.batch_c > 0;
@@ -761,7 +770,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1) != 0;
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
-  // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (session 17:
+  // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (2026-11-25:
   // 574^3, copies on both sides, ran 3 % slower with it).
   p.pdl = env_int("CUTE_GEMM_PDL", 0, 1) != 0 && (!x.defined() || x.is_same(ep.x)) && target.is_same(c);
   // CUTE_GEMM_GROUP_M=<tile rows per group>; CUTE_GEMM_SM80_CONFIG / CUTE_GEMM_SM90_CONFIG=<row of
@@ -784,8 +793,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // can run (tests, benchmarks); 0: never.
   const int stream_k_env = env_int("CUTE_GEMM_STREAM_K", 0, 1);
 
-  // Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (session
-  // 24), its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K
+  // Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (2026-11-26),
+  // its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K
   // tail leaves it whole; runnable() refuses it split (the autotune cache neither times nor takes it).
   auto whole_tiles_only = [&](int cfg) { return sm90 && !tf32 && sm90::kConfigs[cfg].consumers > 2; };
   // Whether row `cfg` of the family's table with `splits` K slices can run this problem (TF32:
@@ -1035,7 +1044,7 @@ Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::
   Epilogue ep;
   // alpha and beta are floats in the schema: torch refuses a complex value before this runs. (As
   // Scalars, a complex value crashed the process under torch 2.11 before any check of ours could
-  // raise: session 6, device runs 3 and 4.)
+  // raise: 2026-11-23.)
   ep.alpha = alpha;
   ep.beta = beta;
   ep.act = parse_activation("addmm", activation);

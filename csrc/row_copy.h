@@ -19,7 +19,7 @@ struct RowView {
 // rows are contiguous (column stride 1) in both. Any 2-byte alignment of either side: each thread
 // writes one 16-byte aligned vector of a destination row, gathered from the one or two aligned
 // 16-byte source vectors that hold its elements and shifted (torch's strided copy moves the
-// elements two bytes at a time: its three copies took about 34 us of 2050^3's 88, session 23,
+// elements two bytes at a time: its three copies took about 34 us of 2050^3's 88, 2026-11-26,
 // docs/tuning.md). The row's partial vectors at either end are written element by element.
 struct RowCopy {
   RowView dst, src;
@@ -28,7 +28,7 @@ struct RowCopy {
 inline constexpr int kMaxRowCopies = 2;
 
 // Up to kMaxRowCopies copies in one launch (the unaligned path's A and B copies: one kernel's
-// ramp and tail instead of two, session 25: 2050^3 16.5 -> 11.8 us); the grid's z picks the copy.
+// ramp and tail instead of two, 2026-11-26: 2050^3 16.5 -> 11.8 us); the grid's z picks the copy.
 cudaError_t copy_rows16(const RowCopy* copies, int count, cudaStream_t stream);
 
 }  // namespace cute_gemm

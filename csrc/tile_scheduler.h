@@ -40,7 +40,7 @@ struct Unit {
 // and a (b % d) < 2^32 (the host keeps split counts and stream-K workers below 2^16). The sm90
 // consumers call the cursor while their accumulators and deferred C values fill all but a few
 // registers: a 64-bit division is a subroutine, whose registers and return address ptxas spilled
-// there (session 22).
+// there (2026-11-26).
 CUTE_GEMM_HOST_DEVICE int mul_div_small(int a, int b, int d) {
   return a * (b / d) + int(unsigned(a) * unsigned(b % d) / unsigned(d));
 }
@@ -57,7 +57,7 @@ CUTE_GEMM_HOST_DEVICE int mul_div_small(int a, int b, int d) {
 // k_tiles - L + t, L its length). In K order the workers' k-positions would be spread over the
 // whole of K, no two blocks would read the same A or B k-tile at once, and the tail would stream
 // its operands from DRAM: on the H100 it ran 1.5x to 1.8x slower than the same work data-parallel
-// (4096x4096x14336: 0.88x torch.mm against 0.99x without the tail; session 10).
+// (4096x4096x14336: 0.88x torch.mm against 0.99x without the tail; 2026-11-23).
 struct WorkCursor {
   int dp_units, dp_tiles, splits, step, k_tiles, sk_workers, sk_iters;
   int u, w, s = 0, e = 0, j = 0;  // next data-parallel unit, next worker; its segment [s, e), next piece j

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one-call routine for the lent GPU machine (see ../shared/GPU.md): build for the GPU that is
+# The one-call routine for a GPU machine (docs/development.md): build for the GPU that is
 # there, run the GPU tests and the benchmark, leave logs in $OUT. Run from the repository root:
 #   bash scripts/gpu_check.sh [pytest args] [-- bench args]
 # OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear benchmark
@@ -7,7 +7,7 @@
 # build a previous call left (a warm machine); SOAK=1 runs scripts/soak.py after the tests (10,000
 # calls on one thread, then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.
 # CUTE_GEMM_LAYOUTS=kn (setup.py) builds the row-major a @ b kernels only, in about a third of the
-# time, for a short device session (tests and benchmarks then in the "nn" layout only).
+# time, for a short GPU check (tests and benchmarks then in the "nn" layout only).
 # That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
 # .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
 set -uo pipefail
@@ -27,7 +27,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   start=$(date +%s)
   CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.log" 2>&1 \
     || { tail -n 80 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-  # One line that a filtered log keeps: issue 3 asks for no spills (session 20 found 2-byte ones
+  # One line that a filtered log keeps: the kernels must not spill (2-byte spills were once
   # that a `tail` had cut from earlier runs' output).
   echo "build: $(( $(date +%s) - start )) s, ptxas reports with spills: $(grep -cE "[1-9][0-9]* bytes spill stores" "$OUT/build.log")"
   grep -E "registers|spill" "$OUT/build.log" | grep -B1 -E "[1-9][0-9]* bytes spill" | head -20

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compute-sanitizer's memcheck, racecheck and synccheck over every kernel path
-# (scripts/sanitize_cases.py), on the lent GPU machine. Builds like scripts/gpu_check.sh unless
+# (scripts/sanitize_cases.py), on a GPU machine. Builds like scripts/gpu_check.sh unless
 # SKIP_BUILD=1; logs in $OUT. memcheck runs every layout and dtype, racecheck and synccheck
 # (much slower) one of each. Run from the repository root: bash scripts/sanitize.sh
 set -uo pipefail

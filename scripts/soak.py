@@ -141,7 +141,7 @@ class Call:
         the pre-activation's: where every z is far below 0, gelu's tiny outputs underflow in
         fp32, and measured against their own norm any rounding would look like 100 %. TF32
         rounds the inputs to 10-bit mantissas, an error of the size of the products, not of their
-        sum: a few outputs whose sums cancel (1x1x512: 1.1 % in session 19's soak) are measured
+        sum: a few outputs whose sums cancel (1x1x512: 1.1 % in the 2026-11-26 soak) are measured
         against the products' typical sum, ||(|a| @ |b|)|| / sqrt(K), where that is larger."""
         z = self.a.double() @ self.b.double()
         typical = 0.0

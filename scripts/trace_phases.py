@@ -10,7 +10,7 @@ traces without a GPU.
 
 Per recorder (producer thread; first thread of each consumer warpgroup), events of
 (clock64, globaltimer ns, tag << 32 | arg), tags as in trace.h. Recording costs the recording
-thread about 100-300 cycles per event (session 15, mostly the %globaltimer read): read phases
+thread about 100-300 cycles per event (2026-11-25, mostly the %globaltimer read): read phases
 against each other, not as the untraced kernel's absolute times.
 """
 

@@ -10,7 +10,7 @@ from host_cpp import build_and_run, needs_cxx
 # 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192, 8 192x192 three consumers,
 # 9 128x128 in 2x1 clusters.
 PICKS = {
-    (1024, 1024, 1024): (4, 1),     # short K, 128x128 tiles fill at most half the SMs (session 6)
+    (1024, 1024, 1024): (4, 1),     # short K, 128x128 tiles fill at most half the SMs (2026-11-23)
     (2048, 2048, 2048): (0, 1),     # about one wave of 128x256 tiles
     (4096, 4096, 4096): (2, 1),     # more than one wave: the cluster tile
     (8192, 8192, 8192): (2, 1),
@@ -19,15 +19,15 @@ PICKS = {
     (8192, 8192, 1024): (2, 1),
     (16384, 16384, 8192): (2, 1),
     (16384, 4096, 4096): (2, 1),
-    (1, 28672, 8192): (4, 1),       # decode: a wave or more of 64x128 tiles (session 13)
-    (16, 4096, 4096): (4, 1),       # M <= 16 with K < 8192 (session 13)
+    (1, 28672, 8192): (4, 1),       # decode: a wave or more of 64x128 tiles (2026-11-25)
+    (16, 4096, 4096): (4, 1),       # M <= 16 with K < 8192 (2026-11-25)
     (16, 14336, 4096): (4, 1),
-    (64, 8192, 8192): (5, 1),       # 64x64 tiles fill the SMs better (session 13)
-    (128, 8192, 8192): (3, 1),      # one row of tiles (session 4)
+    (64, 8192, 8192): (5, 1),       # 64x64 tiles fill the SMs better (2026-11-25)
+    (128, 8192, 8192): (3, 1),      # one row of tiles (2026-11-22)
     (128, 4096, 14336): (3, 2),
-    (512, 1024, 8192): (9, 4),      # few tiles, long K: split-K (session 4), in clusters (session 30)
-    (256, 7168, 2048): (9, 1),      # 112 tiles: the cluster tile (session 30)
-    # Session 30 (H100, bf16, us, row 1 / row 9): the cluster tile where its blocks busy two
+    (512, 1024, 8192): (9, 4),      # few tiles, long K: split-K (2026-11-22), in clusters (2026-11-27)
+    (256, 7168, 2048): (9, 1),      # 112 tiles: the cluster tile (2026-11-27)
+    # 2026-11-27 (H100, bf16, us, row 1 / row 9): the cluster tile where its blocks busy two
     # thirds of the SMs (sm90::cluster128_pays) ...
     (1024, 1024, 8192): (9, 2),     # 36.5 / 34.7
     (512, 2048, 4096): (9, 2),      # 22.3 / 21.2
@@ -40,16 +40,16 @@ PICKS = {
     (2048, 1024, 2048): (1, 1),     # 15.9 / 16.9
     (256, 4096, 4096): (9, 2),      # 26.3 / 24.8
     (574, 574, 574): (4, 1),
-    (2050, 2050, 2050): (8, 1),     # past one wave of 128x256 tiles, one of 192x192 (session 24)
+    (2050, 2050, 2050): (8, 1),     # past one wave of 128x256 tiles, one of 192x192 (2026-11-26)
     (2056, 2056, 2056): (8, 1),
     (2304, 2048, 2048): (8, 1),     # 12 x 11 = 132 tiles of 192x192
     (4097, 4095, 4103): (2, 1),
     (8192, 8192, 8191): (2, 1),
-    (256, 256, 256): (5, 1),        # at most four 128x128 tiles, K too short to split (session 17)
-    (81920, 256, 256): (1, 1),      # K <= 256 with two waves or more (session 7)
+    (256, 256, 256): (5, 1),        # at most four 128x128 tiles, K too short to split (2026-11-25)
+    (81920, 256, 256): (1, 1),      # K <= 256 with two waves or more (2026-11-23)
     (256, 256, 8192): (3, 4),       # four 128x128 tiles, K long enough to split: not row 5
     (100, 200, 300): (5, 1),
-    # Session 22 (device runs 6-7, bf16, us: chosen row against the other of rows 2 and 7): the
+    # 2026-11-26 (bf16, us: chosen row against the other of rows 2 and 7): the
     # 128x192 tile where the cluster row's last wave is short and its own waves are full
     # (sm90::tile192_pays) ...
     (3072, 3072, 3072): (7, 1),     # 92.2 against 112.1 (0.97x torch.mm against 0.80x)
@@ -108,7 +108,7 @@ def rule_values(tmp_path, header, expr, rows):
     return [int(v) for v in build_and_run(src, stdin="".join(" ".join(map(str, r)) + "\n" for r in rows)).split()]
 
 # The narrow kernels against the copy path (csrc/sm80/configs.h, narrow_pays), on the shapes timed
-# in session 19 (H200, bf16, "nn": A is M x K, B is K x N; a row of an odd multiple of 2 elements
+# on 2026-11-26 (H200, bf16, "nn": A is M x K, B is K x N; a row of an odd multiple of 2 elements
 # needs the copy): (M, N, K, behind the SM90 family): (copied operands, narrow us, copy path us).
 # The rule must pick the faster one, except where noted (a close call it misses).
 NARROW = {
@@ -155,7 +155,7 @@ def test_narrow_rule_agrees_with_the_measurements(tmp_path):
     assert got == faster
 
 
-# The narrow kernels' row (sm80::choose_narrow_config, 132 SMs), as measured in session 19 (H200).
+# The narrow kernels' row (sm80::choose_narrow_config, 132 SMs), as measured on 2026-11-26 (H200).
 NARROW_ROWS = {
     (574, 574, 574): 2,       # 8.8 us, row 1 17.9
     (16, 4100, 4096): 2,      # 28.8, row 1 63.9
@@ -173,7 +173,7 @@ def test_narrow_rows(tmp_path):
 
 
 # The sm90 narrow kernels' row (sm90::choose_narrow_config, 132 SMs, the H200's fast-HBM rules), as
-# measured in session 35 (H200, bf16 nn, us: the narrow kernels on the row picked / the best other).
+# measured on 2026-11-29 (H200, bf16 nn, us: the narrow kernels on the row picked / the best other).
 SM90_NARROW_ROWS = {
     (574, 574, 574): 5,       # 7.6 / row 1 14.3
     (256, 574, 514): 5,       # 7.5 / 14.7
@@ -196,7 +196,7 @@ def test_sm90_narrow_rows(tmp_path):
 
 # The swapped decode row (sm90::kSwapConfig, M <= 16 run as C^T = B^T A^T): its K slices on 132
 # SMs, the problem as the kernel sees it (N rows of 128, M columns): all or nothing (configs.h has
-# the measurements, sessions 28-30, H100, forced slices).
+# the measurements, 2026-11-27, H100, forced slices).
 SWAP_SPLITS = {
     (4096, 16, 4096): 1,     # 32 tiles: 4 slices would keep 16 k-tiles, under 64
     (4096, 16, 8192): 1,     # 32 tiles: 4 slices of 32 k-tiles; 2 slices lost to both 1 and 4
@@ -223,7 +223,7 @@ def test_swap_row_splits(tmp_path):
     assert dict(zip(SWAP_SPLITS, map(int, out))) == SWAP_SPLITS
 
 
-# The swapped path's row (sm90::choose_swap_config, session 32) and row 10's K slices on 132 SMs,
+# The swapped path's row (sm90::choose_swap_config, 2026-11-28) and row 10's K slices on 132 SMs,
 # the problem as the kernel sees it (N rows, M columns): (N, M, K) -> (row, slices). configs.h has
 # the measurements (H100, forced rows and slices).
 SWAP_PICKS = {
@@ -245,7 +245,7 @@ SWAP_PICKS = {
     (1024, 16, 2048): (10, 2),   # 16 tiles, 32 K tiles: 2 slices of 16 (4 would keep 8; unmeasured)
     (1024, 16, 1024): (10, 1),   # 16 K tiles: no slice keeps 16 (row 6 would not split either)
     (512, 16, 8192): (10, 4),    # 8 tiles: 4 slices at most
-    # 17 <= M <= 32: row 11 (64x32 tiles of C^T) with row 10's slices (session 34, H200; configs.h).
+    # 17 <= M <= 32: row 11 (64x32 tiles of C^T) with row 10's slices (2026-11-29, H200; configs.h).
     (8192, 32, 8192): (11, 1),   # 128 tiles: 36.9 us against 43.5 in 2 slices
     (4096, 32, 4096): (11, 1),   # 64 tiles
     (2048, 24, 4096): (11, 2),   # 32 tiles
@@ -262,7 +262,7 @@ def test_swap_rows(tmp_path, fast_hbm):
 
 
 # The same on a GPU whose HBM is fast (fast_hbm: peak bandwidth per SM kFastHbmMBsPerSm or more, the
-# H200; session 33, H200, bf16, forced rows and slices, us, configs.h): row 10 wherever its tiles
+# H200; 2026-11-28, H200, bf16, forced rows and slices, us, configs.h): row 10 wherever its tiles
 # fit in one wave, and two slices where the rule above leaves it unsplit and they fit in one wave.
 # (N, M, K) -> (row, slices).
 SWAP_PICKS_FAST_HBM = {
@@ -282,5 +282,5 @@ SWAP_PICKS_FAST_HBM = {
 
 
 # Unswapped rows on such a GPU: PICKS, but the short-K rule takes the 128x256 tile (81920x256x256
-# 31.2 us against row 1's 33.7, torch.mm 29.5; session 33, H200, bf16).
+# 31.2 us against row 1's 33.7, torch.mm 29.5; 2026-11-28, H200, bf16).
 PICKS_FAST_HBM = {**PICKS, (81920, 256, 256): (0, 1)}

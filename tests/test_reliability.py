@@ -160,7 +160,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(case):
 def test_raw_op_with_a_complex_scalar_raises():
     """torch.ops.cute_gemm.addmm with a complex alpha or beta is refused by the schema (float
     alpha/beta), naming the argument. Run in a child process: while the schema said Scalar, this
-    call crashed the process under torch 2.11 (session 6, device runs 3 and 4)."""
+    call crashed the process under torch 2.11 (2026-11-23)."""
     code = ("import torch, cute_gemm\n"
             "a = torch.randn(64, 32, device='cuda').bfloat16(); b = torch.randn(32, 48, device='cuda').bfloat16()\n"
             "x = torch.randn(48, device='cuda').bfloat16(); o = torch.empty(64, 48, device='cuda').bfloat16()\n"
@@ -363,7 +363,7 @@ def test_same_bits_across_calls_streams_and_processes():
 # =========================================================================== concurrency
 
 # One row of 128x64 tiles with a long K: the chooser splits it (sm90 row 3, 4 slices of 32 k-tiles).
-# (64x512x8192, used before, is a decode row: not split since session 7.)
+# (64x512x8192, used before, is a decode row: not split since 2026-11-23.)
 SPLIT_SHAPE = (128, 1024, 8192)
 
 

@@ -59,7 +59,7 @@ def test_cpp_header_matches_python(tmp_path):
 # (cluster tiles, k-tiles per tile, workers, split-K slices, clusters in the grid, stream-K mode:
 # 0 off, 1 forced, 2 the default rule). Grids smaller than the workers: each block then walks
 # several virtual workers' segments.
-# The default rule's picks for the 128x256 cluster tile's H100 runs (docs/tuning.md, session 10):
+# The default rule's picks for the 128x256 cluster tile's H100 runs (docs/tuning.md, 2026-11-23):
 # cluster tiles, k-tiles -> tail tiles (66 workers).
 MEASURED_RULE = {(256, 64): 0,      # 4096^3: 7 k-tiles saved, 8 % slower with the tail
                  (256, 224): 0,     # 4096x4096x14336: 27, break-even

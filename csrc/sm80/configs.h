@@ -17,7 +17,7 @@ struct TileConfig {
 
 // Rows 0 and 1 keep a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4,
 // the ratio that keeps the tensor cores fed from shared memory. Row 2's 32x32 warp tiles trade
-// that ratio for four times row 1's blocks on small problems (not yet measured: session 18 added
+// that ratio for four times row 1's blocks on small problems (not yet measured: 2026-11-25 added
 // it for the narrow kernels, below). Rows are parsed by csrc/instantiations/generate.py and the
 // tests: keep one row per line, "/* index */ {...}".
 inline constexpr TileConfig kConfigs[] = {
@@ -60,7 +60,7 @@ constexpr bool has_narrow(int cfg) {
 
 // The narrow kernels' row: the 64x64 tile where 128x128 tiles would leave more than half the SMs
 // idle (574^3: 8.8 us on row 2, 17.9 on row 1) or leave most of their rows empty (M <= 64:
-// 32x11010x4096 53 us against 68), else the 128x128 tile (258x4102x4096: 73 against 80; session 19,
+// 32x11010x4096 53 us against 68), else the 128x128 tile (258x4102x4096: 73 against 80; 2026-11-26,
 // H200). Deeper rings for the 64x64 tile did not pay: 6 and 8 stages against 4 ran 574^3 in 9.2 and
 // 9.7 us against 8.8, 1030^3 in 34 and 33 against 26, 16x4100x4096 within 3 %.
 inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
@@ -69,7 +69,7 @@ inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
 
 // Whether the narrow kernels beat the copy path (the operands that need it copied into padded
 // buffers, then the default family's kernel), by two time estimates in microseconds fitted to
-// session 19's measurements (H200, bf16; docs/tuning.md "Session 19"; tests/test_chooser.py holds
+// the 2026-11-26 measurements (H200, bf16; docs/tuning.md; tests/test_chooser.py holds
 // them and checks the rule against each):
 //   narrow: 3 + max(FLOP / 100 TFLOP/s, operand bytes / 1.2 TB/s, K x 7 ns)
 //   copy:   5 + max(FLOP / R, operand bytes / 3 TB/s, serial) + copied bytes / 0.7 TB/s + 3 per copied operand

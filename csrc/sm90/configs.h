@@ -43,7 +43,7 @@ constexpr bool has_narrow(int cfg) {
 }
 // The swapped decode rows 6, 10 and 11 (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N
 // fills the 128- or 64-row tile and the few rows of A are WGMMA's N (16, or 32 on row 11): a
-// 64-row tile multiplied every byte of B by 64 rows of A, 63 of them empty at M = 1 (session 19).
+// 64-row tile multiplied every byte of B by 64 rows of A, 63 of them empty at M = 1 (2026-11-26).
 // choose_config never picks them; choose_swap_config (below) picks among them.
 inline constexpr int kSwapConfig = 6;
 inline constexpr int kSwapMaxM = 32;  // rows 6 and 10 take M <= 16 (their tiles' 16 columns), row 11 17-32
@@ -55,7 +55,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
   return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((n + c.bn - 1) / c.bn);
 }
 
-// Split-K, from the H100 sweep in docs/tuning.md (session 4, run 5): when the tiles leave more
+// Split-K, from the H100 sweep in docs/tuning.md (2026-11-22): when the tiles leave more
 // than half the SMs idle (few-tile and decode shapes), each tile's K range goes to `splits`
 // blocks, at most 4 and at most what the SMs hold (tiles x splits <= SMs). A split costs a fixed
 // few microseconds (partials through L2 and back, zeroing the counters), so every
@@ -63,7 +63,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // Measured, x torch.mm (splits 1 / chosen): 512x1024x8192 0.53 / 0.84 (4), 16x4096x4096
 // 0.63 / 0.77 (4), 64x8192x8192 0.69 / 0.87 (2), 128x4096x14336 0.79 / 0.99 (4).
 //
-// Session 7 (device runs 3-5, the benchmark's rotated operands; the autotune cache picked the
+// 2026-11-23 (the benchmark's rotated operands; the autotune cache picked the
 // same): the one-consumer tiles (rows 4 and 5, rows M <= 64) are never split. Its decode shapes stream B,
 // and slices saved less than the partials and the counters' zeroing cost: 64x8192x8192 0.91x ->
 // 0.92-0.94x unsplit, 16x4096x4096 0.84-0.85x either way.
@@ -71,7 +71,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // The swapped decode row (128x16 tiles of C^T) splits all or nothing: as many slices as fill the
 // SMs (up to 4), or none. With fewer than 32 tiles (B streamed by under a quarter of the SMs) it
 // splits where each slice keeps 8 K tiles; with 32 or more, only where the slices busy 7/8 of the
-// SMs and each keeps 64 K tiles. Sessions 28-30 (H100, the benchmark's rotated operands,
+// SMs and each keeps 64 K tiles. 2026-11-27 (H100, the benchmark's rotated operands,
 // CUTE_GEMM_SPLITS forced, bf16, us, 1 / 2 / 4 slices; torch.mm):
 //   8-24 tiles: 16x1024x4096 15.4 / 11.6 / **8.6** (8.4), 16x2048x2048 9.1 / 8.2 / 8.3 (6.5),
 //     16x2048x4096 15.6 / 11.6 / **11.5** (11.1), 16x2048x8192 27.7 / 18.0 / **17.9** (16.9),
@@ -85,7 +85,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // 1x rows alike (1x4096x8192 **28.5** / 30.0 / 29.1). Two slices of 32 tiles lost to both one
 // and four wherever measured. The rule before (the most slices keeping 64 K tiles) ran
 // 16x2048x4096 unsplit and split 16x4096x8192 and 16x6144x8192 in two.
-// The swapped path's 64x16 row (session 32): row 6's tile at half the rows of N, so twice the
+// The swapped path's 64x16 row (2026-11-28): row 6's tile at half the rows of N, so twice the
 // blocks stream B, each with a 20-stage ring (10 KB a stage). H100, bf16, the benchmark's rotated
 // operands, forced rows and slices, us, row 6 (the rule's slices) / row 10 with 1, 2, 4 slices
 // (torch.mm); N / 64 = row 10's tiles:
@@ -105,7 +105,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // keep under 16 K tiles (16x1024x2048: two; unmeasured, where row 6 took four slices of 8).
 // A pure streaming read of 16x4096x4096's 33.7 MB (the best of a sweep of Triton read kernels, the
 // same timing) took 13.3 us in the same run, within 8 % of row 10's 14.3 us.
-// Session 33 (H200: the H100's SMs with HBM3e at 4.8 TB/s against 3.35, so each SM must keep
+// 2026-11-28 (H200: the H100's SMs with HBM3e at 4.8 TB/s against 3.35, so each SM must keep
 // more bytes in flight to stream at the memory's rate). The same forced rows and slices, bf16, us,
 // row 6 / row 10 with 1, 2, 3, 4 slices (torch.mm):
 //   16 tiles:  16x1024x4096 8.5 (4 slices) / 12.6, 9.5, 8.1, **7.5** (8.2)
@@ -125,7 +125,7 @@ inline constexpr int kFastHbmMBsPerSm = 31000;
 inline constexpr int kSwap64Config = 10;
 static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs[kSwap64Config].consumers == 1,
               "row 10 is row 6's swapped tile at fewer rows");
-// Session 34 (H200, bf16, the benchmark's rotated operands, us): 17 <= M <= 32 takes row 11, row
+// 2026-11-29 (H200, bf16, the benchmark's rotated operands, us): 17 <= M <= 32 takes row 11, row
 // 10's 64-row tile with WGMMA's N at 32 (18 stages of 12 KB, 8 KB of them B's, fit the shared
 // memory), with row 10's K slices. Unswapped (rows 4 and 5) / row 11 (torch.mm):
 // 32x8192x8192 44.7 / **37.0** (36.6), 17x4096x4096 16.9 / **13.8** (13.9), 32x2048x4096 13.2 /
@@ -150,7 +150,7 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m =
                                                                                               : kSwapConfig;
 }
 
-// fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (gemm.cpp; session 33's rules).
+// fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (gemm.cpp; the 2026-11-28 rules).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
   if (c.consumers < 2 && !is_swap_config(cfg)) return 1;
@@ -158,7 +158,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   if (cfg == kSwap64Config || cfg == kSwap32Config) {
     long long s = num_sms / 2 / tiles;
-    if (fast_hbm && s < 2 && 2 * tiles <= num_sms) s = 2;  // two slices in one wave (session 33)
+    if (fast_hbm && s < 2 && 2 * tiles <= num_sms) s = 2;  // two slices in one wave (2026-11-28)
     s = s < 4 ? s : 4;
     while (s >= 2 && k_tiles / s < 16) --s;
     return s >= 2 ? int(s) : 1;
@@ -184,8 +184,8 @@ struct StreamK {
   int tiles = 0;  // the last `tiles` cluster tiles, 0: none
   int slots = 0;
 };
-// By default (not `forced`) the tail is taken only where it pays. On the H100 (session 10, device
-// runs 1-4, 128x256 tiles) it costs about 22 us more than its k-tiles' math, whatever the shape
+// By default (not `forced`) the tail is taken only where it pays. On the H100 (2026-11-23,
+// 128x256 tiles) it costs about 22 us more than its k-tiles' math, whatever the shape
 // (the cut tiles' partials through L2 and the last pieces' sums, none of it under tensor-core
 // work): about 26 k-tiles of a 128x256 tile. By k-tiles saved against running the tail's tiles
 // whole: 8192^3 62 (1.6-1.8 % faster, run 4), 16384^2x8192 120 (1.3-1.5 %); break-even at
@@ -215,12 +215,12 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // 2x1 cluster (B fetched from L2 once per pair of blocks: 4096x14336x4096 0.99x torch.mm against
 // 0.91x without it); with about one wave the plain 128x256 tile (2048^3: 0.98x against 0.92x);
 // below that the 128x128 tile with its deeper ring, which makes twice the blocks. 128x64 tiles
-// (session 4, run 7) for one row of tiles (64 < M <= 128) that 128x128 tiles would leave half
+// (2026-11-22) for one row of tiles (64 < M <= 128) that 128x128 tiles would leave half
 // the SMs idle: B streams through twice the blocks with no split-K partials (128x8192x8192
 // 0.87x -> 0.98x, 128x4096x14336 0.98x -> 1.07x); and for problems of at most four 128x128
-// tiles (256^3 0.60x -> 0.70x; since session 17 those with K too short to split take row 5,
-// below). Session 4 also found split-K the way to stream decode rows
-// (16x4096x4096 0.76x against 0.62x unsplit). Session 6 (run 6):
+// tiles (256^3 0.60x -> 0.70x; since 2026-11-25 those with K too short to split take row 5,
+// below). 2026-11-22 also found split-K the way to stream decode rows
+// (16x4096x4096 0.76x against 0.62x unsplit). 2026-11-23:
 // rows M <= 64 take the one-consumer 64x128 tile (a 128-row tile computes a second, empty half):
 // 16x4096x4096 0.77x -> 0.85x, 16x14336x4096 0.93x -> 1.08x, 64x8192x8192 0.83x -> 0.89x; and
 // problems whose 128x128 tiles fill at most half the SMs and that split-K would not split (short
@@ -228,16 +228,16 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // applies (512x1024x8192: 0.81x against 0.70x) and on full GPUs (4096^3: 0.49x) it loses: one
 // consumer warpgroup keeps the tensor cores about half busy.
 //
-// Session 7 (device run 4: the autotune cache's picks for all 46 benchmark problems, next to this
+// 2026-11-23 (the autotune cache's picks for all 46 benchmark problems, next to this
 // rule's; docs/tuning.md has the table): the picks agreed except on two counts, now rules. More
 // than one wave of 128x256 tiles but less than two takes the cluster tile too (2050^3, 153 tiles:
 // 98.3 us -> 91.8 us bf16, operand copies included); and short K (<= 256) with two waves or more
 // takes the 128x128 tile, whose epilogues (most of such a tile's time) run on twice the blocks
-// (81920x256x256: 38.4 us -> 36.5 us; device run 3, bf16); on a GPU of fast HBM the 128x256 one
-// (session 33, below choose_decode_config).
+// (81920x256x256: 38.4 us -> 36.5 us; bf16); on a GPU of fast HBM the 128x256 one
+// (2026-11-28, below choose_decode_config).
 // Rows M <= 64 (decode) stream B through one consumer warpgroup per block. Row 5's 64-column
-// tiles make twice row 4's blocks; where row 4's leave SMs idle that paid on the H100 (session
-// 13, device runs 6-7, bf16, us, row 4 / row 5): 64x8192x8192 54.4 / 51.9, 64x4096x8192 33.3 / 28.1,
+// tiles make twice row 4's blocks; where row 4's leave SMs idle that paid on the H100
+// (2026-11-25, bf16, us, row 4 / row 5): 64x8192x8192 54.4 / 51.9, 64x4096x8192 33.3 / 28.1,
 // 64x4096x4096 18.6 / 16.0, 64x8192x4096 29.4 / 28.1, 32x8192x8192 56.2 / 53.1, 16x8192x8192
 // 58.9 / 53.8; but not at 16x4096x4096, 20.4 / 21.8 (M <= 16 fills a quarter of the 64-row A tile
 // and K = 4096 gives each block half as many k-tiles to stream: kept on row 4 by rule, no more
@@ -253,11 +253,11 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
   return tiles5 <= num_sms && 100 * (tiles5 - tiles4) > num_sms ? 5 : 4;
 }
 
-// Session 17 (device run 1, with PDL): the smallest problems (at most four 128x128 tiles, K too
+// 2026-11-25 (with PDL): the smallest problems (at most four 128x128 tiles, K too
 // short to split) take row 5, whose 64x64 tiles make four times the blocks of row 3: 256^3 bf16
 // 2.8 us against 3.6 us (0.99x torch.mm against 0.76x). Measured with PDL on, as every call
 // launches unless it copies a bias in or a scratch C out, or CUTE_GEMM_PDL=0.
-// Session 22 (device run 6, bf16, us): row 7's 128x192 tiles where the 2x1 cluster row's last
+// 2026-11-26 (bf16, us): row 7's 128x192 tiles where the 2x1 cluster row's last
 // wave is short and row 7's waves are full: 3072^3 106.2 -> 88.6 (0.80x -> 0.95x torch.mm),
 // 3072x3072x4096 136.8 -> 117.6 (0.84x -> 0.98x), 1536x6144x4096 141.3 -> 121.5 (0.83x ->
 // 0.97x): 144 cluster tiles on 66 clusters are 2.2 waves (three), 384 tiles of 128x192 on 132
@@ -273,7 +273,7 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
   return 877 * waves7 < 1000 * waves2;
 }
 
-// Session 30 (H100, bf16, the benchmark's rotated operands, us, row 1 / row 9 at the K slices
+// 2026-11-27 (H100, bf16, the benchmark's rotated operands, us, row 1 / row 9 at the K slices
 // the rule gives both; torch.mm): row 9 (row 1's 128x128 tile in 2x1 clusters, B multicast: 24 KB
 // of L2 reads per block and k-tile instead of 32) where its blocks (tiles x slices) busy two
 // thirds of the SMs or more and K is long (64 K tiles; 32 with two tile rows):
@@ -301,11 +301,11 @@ inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
          3 * tiles * choose_splits(m, n, k, batch, kCluster128Config, num_sms) >= 2LL * num_sms;
 }
 
-// Session 24: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
+// 2026-11-26: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
 // cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
 // each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
 // not. It runs whole tiles only (gemm.cpp: no K slices, no stream-K tail).
-// Session 33 (H200, bf16, us): the short-K rule's 128x128 tile lost there to the 128x256 one,
+// 2026-11-28 (H200, bf16, us): the short-K rule's 128x128 tile lost there to the 128x256 one,
 // 81920x256x256 33.7 against 31.2 (torch.mm 29.5; one shape, why not traced). So on such a GPU
 // (fast_hbm) row 0.
 inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
@@ -324,7 +324,7 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
   return cluster128_pays(m, n, k, batch, num_sms) ? kCluster128Config : 1;
 }
 
-// The narrow kernels' row (gemm.cpp, CUTE_GEMM_SM90_NARROW=1). Session 35 (H200, bf16 nn, us; the
+// The narrow kernels' row (gemm.cpp, CUTE_GEMM_SM90_NARROW=1). 2026-11-29 (H200, bf16 nn, us; the
 // narrow kernels on rows 5 / 1 / 0, the chooser's aligned row mapped; the padded copies, the sm80
 // narrow kernels): 574^3 **7.6** / 14.3 / 21.5 (copies about 9, sm80 narrow 9.0); 256x574x514
 // **7.5** / 14.7 (8.4); 130x66x2050 **17.4** / 26.6 (17.7); 16x4100x4096 27.9 / **23.5** (29.1,

@@ -161,11 +161,11 @@ struct NarrowLoader {
 // other row of an odd ldc) is written in aligned 4-byte pairs too, each straddling two of the
 // unit's words, the last one with the next unit's first element (read from the staging); only a
 // chunk row's first and last elements go alone (2-byte stores of a word another store completes
-// cost more: session 26). Element by element at the row's end (bounded by N); rows past M
+// cost more: 2026-11-27). Element by element at the row's end (bounded by N); rows past M
 // skipped. Called by the 128 threads after the barrier that follows the staging; the next
 // staging's barrier orders these reads before it. Inlined: made __noinline__, the call's register
 // saves made ptxas spill the tile cursor (40 bytes) in the 128x256 cluster kernel, which spills
-// nothing inlined, and the file compiled no faster (session 26).
+// nothing inlined, and the file compiled no faster (2026-11-27).
 template <class Tr, class SmemC>
 CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CElement* base, int64_t ldc,
                                    int row0, int col0, int m, int n) {
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   // found on the 32-bit shared address and added to the shared array itself: the compiler then
   // knows every member is shared memory and addresses it as such (aligned through a generic
   // 64-bit integer, the base took two registers and the C tile's loads went through generic
-  // loads; ptxas spilled around the late C pair, session 22).
+  // loads; ptxas spilled around the late C pair, 2026-11-26).
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>(
       smem_raw + ((1024 - (cute::cast_smem_ptr_to_uint(smem_raw) & 1023)) & 1023));
@@ -569,7 +569,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // wait for the stores that last read both buffers (the previous tile's deferred chunks, long
     // done), one barrier pair instead of two, then two stores in two commit groups, so that the
     // next tile's deferred chunk 2, which waits until at most one group is pending, still finds
-    // chunk 0's store done with buffer 0. Session 16: 8192x8192x1024 0.92 -> 0.94x torch.mm, the
+    // chunk 0's store done with buffer 0. 2026-11-25: 8192x8192x1024 0.92 -> 0.94x torch.mm, the
     // other large shapes equal or up to 1 % faster (docs/tuning.md).
     constexpr bool kPairImmediate = !kOffload && kImmediate == 2;
     auto store_deferred = [&](auto jc) { store_chunk(Int<decltype(jc)::value + kImmediate>{}); };
@@ -616,9 +616,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       // and TMA stores first; then the deferred chunks' staging and stores (a chunk is staged once
       // the store that last read its buffer is done: chunk j - 2's); with a late pair, at the last
       // k-tile, a wait until every store has read its buffer, so that the next epilogue writes
-      // buffers 0 and 1 without waiting. Until session 20 the chunks went under k-tiles 0 and 1,
+      // buffers 0 and 1 without waiting. Until 2026-11-26 the chunks went under k-tiles 0 and 1,
       // where chunk 2 waited for chunk 0's store while every block stored C at once. Spread (H100,
-      // session 20, device run 5): 8192x8192x1024 0.938 -> 0.948x torch.mm bf16 (0.935 -> 0.949
+      // 2026-11-26: 8192x8192x1024 0.938 -> 0.948x torch.mm bf16 (0.935 -> 0.949
       // fp16), 8192x8192x2048 0.997 -> 1.009; issue 3's seven shapes 0.991 -> 0.994 bf16, 0.991
       // -> 0.998 fp16. One loop issues every k-tile: with a call site per event, ptxas stopped
       // inlining issue() and put the accumulators in local memory.
@@ -630,8 +630,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       const int ev_end = deferred == 0 ? 0 : lead ? kEvents : kLead + kDeferred;
       // Event i at k-tile unit.kb + (i + 1) (spread + 1) - 1; every one left at the last k-tile
       // (the final wait is always left: it falls past the last). Constant divisors, and one
-      // running position: a register or two fewer across the loop. (Session 21's form spilled 4-48
-      // bytes; session 22 freed the registers elsewhere: the shared storage's base and the
+      // running position: a register or two fewer across the loop. (The form of 2026-11-26 spilled 4-48
+      // bytes; later that day the registers were freed elsewhere: the shared storage's base and the
       // cursor's 64-bit divisions, above.)
       const int spread = lead ? (kt_end - kt) / (kDeferred + 2) : (kt_end - kt) / (kDeferred + 1);
       int next_at = kt + spread;

@@ -157,7 +157,7 @@ struct KernelTraits {
   // and the producer (no multicast there) fits in 32 (24 spilled once it picked batch 0 for a
   // broadcast operand).
   // The narrow kernels' producer is 128 threads computing addresses and predicates: 40 registers
-  // next to two consumers, as the TMA producer (48 hung the first device run: 48 + 2 x 232 is more
+  // next to two consumers, as the TMA producer (48 hung the kernel: 48 + 2 x 232 is more
   // than the 3 x 168 the block starts with, and setmaxnreg.inc waits for registers that never come),
   // 96 next to one.
   static constexpr int kProducerRegs = kConsumers == 3 ? 32 : kConsumers == 1 && CpAsync ? 96 : 40;
