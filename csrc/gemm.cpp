@@ -709,7 +709,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   // 21.1, 4096x4100x4096 248.9 / 264.7; 2026-11-27, rows of odd ldc (every other row 2
   // bytes past 4-byte alignment, written in 4-byte pairs across the staged words): 1031^3 18.8 /
   // 20.1, 4096x4095x4096 220.2 / 225.7, 4097x4095x4103 280.5 / 281.6, 2050x2051x2048 45.2 / 45.1
-  // (run 2, with 2-byte stores at every unit's ends: 47.3 / 43.6, and 1031^3 18.7 / 21.1).
+  // (a variant with 2-byte stores at every unit's ends: 47.3 / 43.6, and 1031^3 18.7 / 21.1).
   const bool rows_aligned = c_rows_start_aligned16(c) && N % kVec == 0;
   const bool c_unaligned16 = sm90 && !swap && !c_f32 && !tf32 && !rows_aligned;
   // Not with an activation: the scratch C's aligned rows let the activation warps (128x256 tiles)

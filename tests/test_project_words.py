@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-FORBIDDEN = re.compile(r"\bsessions? [0-9]|\bdevice runs?\b|\blent\b|\.\./shared|\breview mends\b", re.IGNORECASE)
+FORBIDDEN = re.compile(r"\bsessions? [0-9]|\bdevice runs?\b|\blent\b|\.\./shared|\breview mends\b|\bruns? [0-9]+(-[0-9]+)?[),]", re.IGNORECASE)
 BINARY = {".png", ".jpg", ".whl", ".so", ".o"}
 
 

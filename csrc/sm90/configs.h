@@ -188,9 +188,9 @@ struct StreamK {
 // 128x256 tiles) it costs about 22 us more than its k-tiles' math, whatever the shape
 // (the cut tiles' partials through L2 and the last pieces' sums, none of it under tensor-core
 // work): about 26 k-tiles of a 128x256 tile. By k-tiles saved against running the tail's tiles
-// whole: 8192^3 62 (1.6-1.8 % faster, run 4), 16384^2x8192 120 (1.3-1.5 %); break-even at
-// 4096x4096x14336 27 and 4096x14336x4096 27 (run 2); slower at 4096^3 7 (8 %, run 2) and
-// 8192x8192x1024 7 (5 %, run 1). So: segments of kMinStreamKIters k-tiles or more, and
+// whole: 8192^3 62 (1.6-1.8 % faster), 16384^2x8192 120 (1.3-1.5 %); break-even at
+// 4096x4096x14336 27 and 4096x14336x4096 27; slower at 4096^3 7 (8 %) and
+// 8192x8192x1024 7 (5 %). So: segments of kMinStreamKIters k-tiles or more, and
 // kStreamKSaved k-tiles saved, on 128x256 tiles only (the only ones measured).
 // `forced` (CUTE_GEMM_STREAM_K=1: tests, benchmarks) takes it wherever it can run.
 inline constexpr int kMinStreamKIters = 16;
