@@ -5,7 +5,7 @@ Environment:
   TORCH_CUDA_ARCH_LIST    target arches (default: the visible GPUs, else "8.0;9.0a")
   MAX_JOBS                parallel compile jobs (ninja)
   CUTE_GEMM_PTXAS_VERBOSE=1   print registers / spills per kernel
-  CUTE_GEMM_SM90_NARROW_BUILD=1   also build the experimental sm90 narrow kernels (32 files; the
+  CUTE_GEMM_SM90_NARROW_BUILD=1   also build the experimental sm90 narrow kernels (8 files; the
                                   runtime knob CUTE_GEMM_SM90_NARROW=1 needs them)
 """
 
@@ -74,12 +74,14 @@ if layouts:
     unknown = sorted(set(layouts) - set(LAYOUT_BITS))
     if unknown:
         raise SystemExit(f"CUTE_GEMM_LAYOUTS: {unknown} not among {sorted(LAYOUT_BITS)}")
-    cxx_flags.append(f"-DCUTE_GEMM_LAYOUTS_MASK={sum(1 << LAYOUT_BITS[x] for x in set(layouts))}")
+    mask = f"-DCUTE_GEMM_LAYOUTS_MASK={sum(1 << LAYOUT_BITS[x] for x in set(layouts))}"
+    cxx_flags.append(mask)  # gemm.cpp's tables
+    nvcc_flags.append(mask)  # the instantiation files' #if lines
     print(f"cute_gemm: a development build with the layouts {', '.join(layouts)} only (CUTE_GEMM_LAYOUTS)")
 
 
 # The sm90 rows' narrow kernels (4-byte cp.async producer) are opt-in at run time and, as an
-# experiment, at build time too: a fifth of the build's files, which no default call runs.
+# experiment, at build time too: a sixth of the build's kernels, which no default call runs.
 sm90_narrow_build = os.environ.get("CUTE_GEMM_SM90_NARROW_BUILD", "")
 if sm90_narrow_build not in ("", "0", "1"):
     raise SystemExit(f"CUTE_GEMM_SM90_NARROW_BUILD must be 0 or 1, got {sm90_narrow_build!r}")
@@ -88,10 +90,7 @@ if sm90_narrow_build != "1":
 
 
 def wanted(path: Path) -> bool:
-    parts = path.stem.split("_")  # family, dtype, layout, c<row>; TF32's kk kernels are always built
-    if parts[0] == "sm90n" and sm90_narrow_build != "1":
-        return False
-    return not layouts or parts[1] == "tf32" or parts[2] in layouts
+    return path.stem.split("_")[0] != "sm90n" or sm90_narrow_build == "1"  # family, dtype, c<row>
 
 
 sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(

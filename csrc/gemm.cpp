@@ -142,8 +142,9 @@ void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast, PendingC
 
 Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false, bool narrow = false,
                         bool row_copy = true, PendingCopies* pending = nullptr) {
+  // (The narrow kernels read the padded copies' 16-byte rows too: a pinned narrow-only SM80 row
+  // runs on operands of any strides.)
   if (std::optional<Operand> op = in_place(x, tma, k_major_only, narrow)) return *op;
-  TORCH_INTERNAL_ASSERT(!narrow, "the narrow kernels read their operands in place");
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
   if (batch > 1 && x.stride(0) == 0) {  // one matrix for every batch: copied once, still broadcast
     Operand op = prepare_operand(x.narrow(0, 0, 1), tma, k_major_only, narrow, row_copy, pending);
@@ -174,13 +175,19 @@ using Launcher = cudaError_t (*)(const GemmParams&, cudaStream_t);
 
 // One table per kernel family: [dtype][a k-major][b k-major][config], built at compile time from
 // the explicit instantiations in csrc/instantiations/.
+// `built`: whether generate.py writes that kernel (every layout, unless the family's configs.h
+// leaves the row out: sm80::has_plain, sm90::has_kernel).
 struct Sm80 {
   static constexpr int kNumConfigs = sm80::kNumConfigs;
+  template <bool AK, bool BK, int C>
+  static constexpr bool built = sm80::has_plain(C);
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = &sm80::run<D, AK, BK, C>;
 };
 struct Sm90 {
   static constexpr int kNumConfigs = sm90::kNumConfigs;
+  template <bool AK, bool BK, int C>
+  static constexpr bool built = sm90::has_kernel(BK, C);
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = &sm90::run<D, AK, BK, C>;
 };
@@ -195,6 +202,8 @@ constexpr Launcher narrow_launcher() {
 }
 struct Sm80Narrow {
   static constexpr int kNumConfigs = sm80::kNumConfigs;
+  template <bool AK, bool BK, int C>
+  static constexpr bool built = true;
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = narrow_launcher<D, AK, BK, C>();
 };
@@ -215,19 +224,19 @@ constexpr Launcher sm90_narrow_launcher() {
 }
 struct Sm90Narrow {
   static constexpr int kNumConfigs = sm90::kNumConfigs;
+  template <bool AK, bool BK, int C>
+  static constexpr bool built = true;
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = sm90_narrow_launcher<D, AK, BK, C>();
 };
 
-// A development build (setup.py's CUTE_GEMM_LAYOUTS) compiles the kernels of some operand layouts
-// only: bit a_kmajor * 2 + b_kmajor of the mask. The product builds all four.
-#ifndef CUTE_GEMM_LAYOUTS_MASK
-#define CUTE_GEMM_LAYOUTS_MASK 15
-#endif
-constexpr bool layout_built(bool ak, bool bk) { return ((CUTE_GEMM_LAYOUTS_MASK >> (int(ak) * 2 + int(bk))) & 1) != 0; }
+// A development build compiles some operand layouts only (gemm_params.h, CUTE_GEMM_LAYOUTS_MASK).
+constexpr bool layout_built(bool ak, bool bk) { return CUTE_GEMM_LAYOUT_BUILT(int(ak), int(bk)) != 0; }
+// A family's row has a kernel for a layout where its configs.h says so (Family::built, the rule
+// csrc/instantiations/generate.py writes the files by) and the build compiles the layout.
 template <class Family, DType D, bool AK, bool BK, int C>
 constexpr Launcher table_entry() {
-  if constexpr (layout_built(AK, BK)) {
+  if constexpr (layout_built(AK, BK) && Family::template built<AK, BK, C>) {
     return Family::template launcher<D, AK, BK, C>;
   } else {
     return nullptr;
@@ -667,6 +676,11 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
               ((pinned < 0 || sm80::has_narrow(pinned)) && !sm90_pinned &&
                sm80::narrow_pays(double(a.size(1)), double(N), double(K), double(a.size(0)), copy_a, copy_b, sm90)));
   }
+  // A pinned SM80 row built as a narrow kernel only (sm80::has_plain) runs that kernel.
+  if (!sm90 && !fp32 && !narrow) {
+    const int pinned = env_int("CUTE_GEMM_SM80_CONFIG", 0, sm80::kNumConfigs - 1);
+    narrow = pinned >= 0 && !sm80::has_plain(pinned);
+  }
   if (narrow) sm90 = false;
   const int64_t batch = a.size(0), rows = a.size(1);
 
@@ -676,7 +690,12 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const bool row_copy = env_int("CUTE_GEMM_ROW_COPY", 0, 1) != 0;
   PendingCopies copies;  // A's and B's padded copies (if any): one launch
   const Operand A = prepare_operand(a, sm90 && !sm90_narrow, tf32, narrow || sm90_narrow, row_copy, &copies);
-  const Operand B = prepare_operand(b.transpose(1, 2), sm90 && !sm90_narrow, tf32, narrow || sm90_narrow, row_copy, &copies);
+  // A pinned swapped decode row runs unswapped here, on B read K-major (copied where it is not): the
+  // only layouts it is built for (sm90::has_kernel).
+  const bool b_kmajor_only =
+      tf32 || (sm90 && !sm90_narrow && pinned_sm90_cfg >= 0 && !sm90::has_kernel(false, pinned_sm90_cfg));
+  const Operand B =
+      prepare_operand(b.transpose(1, 2), sm90 && !sm90_narrow, b_kmajor_only, narrow || sm90_narrow, row_copy, &copies);
   copies.launch();
   const int64_t kVec = vec_of(a);
   // The swapped decode path (sm90 rows 6, 10 and 11; 2026-11-26 to 2026-11-29): for M <= 32 rows
@@ -944,9 +963,15 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     // leave SMs idle, the chooser's own limit: the workspace then stays below one kBM x kBN fp32
     // tile per SM): a cached entry outside them (another build's, a hand-edited or foreign file's)
     // is not trusted.
+    // Rows without a kernel for this layout (sm80::has_plain, sm90::has_kernel; a development
+    // build's missing layouts) are not candidates either.
+    auto has_kernel = [&](int c) {
+      return sm90 ? find_launcher<Sm90>(dtype, a_kmajor, b_kmajor, c) != nullptr
+                  : find_launcher<Sm80>(dtype, A.k_major, B.k_major, c) != nullptr;
+    };
     auto tunable = [&](int c, int s) {
       return c >= 0 && c < (sm90 ? sm90::kNumConfigs : sm80::kNumConfigs) && (s == 1 || s == 2 || s == 4) &&
-             runnable(c, s) && (s == 1 || (sm90 && sm90_units(c, s) <= num_sms));
+             has_kernel(c) && runnable(c, s) && (s == 1 || (sm90 && sm90_units(c, s) <= num_sms));
     };
     if (hit && tunable(hit->cfg, hit->splits)) {
       cfg = hit->cfg;

@@ -9,6 +9,14 @@
 #define CUTE_GEMM_HOST_DEVICE inline
 #endif
 
+// A development build (setup.py's CUTE_GEMM_LAYOUTS) compiles the kernels of some operand layouts
+// only: bit a_kmajor * 2 + b_kmajor of the mask, read by the instantiation files' #if lines and by
+// gemm.cpp's dispatch tables. The product builds all four.
+#ifndef CUTE_GEMM_LAYOUTS_MASK
+#define CUTE_GEMM_LAYOUTS_MASK 15
+#endif
+#define CUTE_GEMM_LAYOUT_BUILT(AK, BK) (((CUTE_GEMM_LAYOUTS_MASK) >> ((AK) * 2 + (BK))) & 1)
+
 namespace cute_gemm {
 
 // kTF32: float32 operands multiplied on the tensor cores as TF32 (torch allow_tf32); C is fp32.

@@ -35,6 +35,17 @@ constexpr int smem_bytes(const TileConfig& c, int element_bytes = 2) {
   return element_bytes * (ring > c_stage ? ring : c_stage);
 }
 
+// The rows with a plain (16-byte cp.async) kernel, the ones choose_config picks (generate.py reads
+// this line). Row 2 is built as a narrow kernel only: no rule takes its plain one, and a pinned
+// CUTE_GEMM_SM80_CONFIG=2 runs the narrow kernel (gemm.cpp).
+inline constexpr int kPlainConfigs[] = {0, 1};
+constexpr bool has_plain(int cfg) {
+  for (int c : kPlainConfigs) {
+    if (c == cfg) return true;
+  }
+  return false;
+}
+
 // TF32 (float32 operands, K-major only) runs this row: its 32-element K tile is one 128-byte row.
 inline constexpr int kTf32Config = 1;
 

@@ -142,6 +142,12 @@ static_assert(kConfigs[kSwap32Config].bm == kConfigs[kSwap64Config].bm && kConfi
 inline constexpr bool is_swap_config(int cfg) {
   return cfg == kSwapConfig || cfg == kSwap64Config || cfg == kSwap32Config;
 }
+// The layouts a row has a kernel for (generate.py writes the same set): every row in every layout,
+// but the swapped decode rows only where the kernel's B is K-major. The swapped path's B is the
+// call's A, which it reads K-major (gemm.cpp), and no rule takes these rows unswapped; a pinned
+// CUTE_GEMM_SM90_CONFIG of one of them reads B K-major (copied where it is not).
+constexpr bool has_kernel(bool b_kmajor, int cfg) { return b_kmajor || !is_swap_config(cfg); }
+
 // n: C's columns, the swapped kernel's M; m: C's rows (at most kSwapMaxM).
 inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m = 1) {
   if (m > kConfigs[kSwapConfig].bn) return kSwap32Config;
