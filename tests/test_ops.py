@@ -684,12 +684,14 @@ def test_out_beside_an_input_in_one_buffer(dtype):
         cute_gemm.addmm(c, a, b, beta=1, out=c)
 
 
-# The sm90 rows that run a bmm (the swapped decode rows run unswapped when pinned), and the sm80 family.
-BMM_ROWS = list(range(len(SM90_CONFIG_NAMES))) + ["sm80"]
+# The sm90 rows that run a bmm, and the sm80 family. Not the swapped decode rows 6, 10 and 11: they
+# are built with a K-major B only (sm90::has_kernel), so pinned on these N-major B they read a copy.
+SWAP_ROWS = (6, 10, 11)
+BMM_ROWS = [row for row in range(len(SM90_CONFIG_NAMES)) if row not in SWAP_ROWS] + ["sm80"]
 
 
 @gpu
-@pytest.mark.parametrize("row", BMM_ROWS, ids=SM90_CONFIG_NAMES + ["sm80"])
+@pytest.mark.parametrize("row", BMM_ROWS, ids=lambda row: row if row == "sm80" else SM90_CONFIG_NAMES[row])
 @pytest.mark.parametrize("case", ["a_expanded", "b_expanded_a_mmajor", "matmul_2d_3d", "unaligned_expanded"])
 def test_broadcast_batches_are_read_in_place(case, row, monkeypatch):
     """A batch stride of 0 (one matrix for every batch) is read in place, or copied once where its
