@@ -79,14 +79,30 @@ at::Tensor call_addmm(const at::Tensor& input, const at::Tensor& a, const at::Te
   return op.call(input, a, b, beta, alpha, activation, out_dtype);
 }
 
+// A transposed view of a contiguous matrix (or batch of matrices): nn.Linear's weight.t().
+bool column_major(const at::Tensor& x) {
+  return !x.is_contiguous() && x.transpose(-2, -1).is_contiguous();
+}
+
 // The operands' gradients, each where edge `first` (a) or `first` + 1 (b) needs one: dA = g B^T,
-// dB = A^T g, g already in the operands' dtype.
+// dB = A^T g, g already in the operands' dtype. A gradient is laid out as its operand is, as
+// torch.mm's backward does: for a column-major operand the GEMM computes the gradient's transpose
+// (dB^T = g^T A), so the weight.t() of a Linear gets a gradient whose transpose is contiguous and
+// weight.grad is the GEMM's output itself. A gradient in another layout than its parameter's
+// would cost a copy in AccumulateGrad, and a strided add wherever gradients are summed.
 template <bool kBatched>
 std::pair<at::Tensor, at::Tensor> operand_grads(AutogradContext* ctx, size_t first, const at::Tensor& g,
                                                 const at::Tensor& a, const at::Tensor& b) {
   at::Tensor grad_a, grad_b;
-  if (ctx->needs_input_grad(first)) grad_a = call_gemm<kBatched>(g, b.transpose(-2, -1), std::nullopt);
-  if (ctx->needs_input_grad(first + 1)) grad_b = call_gemm<kBatched>(a.transpose(-2, -1), g, std::nullopt);
+  const auto t = [](const at::Tensor& x) { return x.transpose(-2, -1); };
+  if (ctx->needs_input_grad(first)) {
+    grad_a = column_major(a) ? t(call_gemm<kBatched>(b, t(g), std::nullopt))
+                             : call_gemm<kBatched>(g, t(b), std::nullopt);
+  }
+  if (ctx->needs_input_grad(first + 1)) {
+    grad_b = column_major(b) ? t(call_gemm<kBatched>(t(g), a, std::nullopt))
+                             : call_gemm<kBatched>(t(a), g, std::nullopt);
+  }
   return {grad_a, grad_b};
 }
 

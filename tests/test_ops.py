@@ -284,6 +284,37 @@ def test_linear_from_torch_shares_parameters_and_repr():
         cute_gemm.nn.Linear(8, 4, activation="elu")
 
 
+def _operand(shape, column_major):
+    """A meta leaf of `shape`, or the transpose of a contiguous leaf (nn.Linear's weight.t())."""
+    if not column_major:
+        return meta(*shape).requires_grad_()
+    return meta(*shape[:-2], shape[-1], shape[-2]).requires_grad_().transpose(-2, -1)
+
+
+@pytest.mark.parametrize("b_col", [False, True], ids=["b_rows", "b_cols"])
+@pytest.mark.parametrize("a_col", [False, True], ids=["a_rows", "a_cols"])
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+def test_operand_gradients_are_laid_out_as_their_operands(op, a_col, b_col):
+    """On meta tensors: each operand's gradient has the operand's strides (row-major, or the
+    transpose of a contiguous matrix), as torch.mm's backward gives; so Linear.weight gets its
+    GEMM's output as .grad, with no copy in AccumulateGrad and no strided add where gradients sum."""
+    batch = (3,) if op == "bmm" else ()
+    a, b = _operand((*batch, 5, 7), a_col), _operand((*batch, 7, 4), b_col)
+    out = {"mm": lambda: ops.mm(a, b), "bmm": lambda: ops.bmm(a, b),
+           "addmm": lambda: ops.addmm(meta(4).requires_grad_(), a, b, alpha=2)}[op]()
+    grad_a, grad_b = torch.autograd.grad(out, [a, b], torch.empty_like(out))
+    assert (grad_a.shape, grad_a.stride()) == (a.shape, a.stride())
+    assert (grad_b.shape, grad_b.stride()) == (b.shape, b.stride())
+
+
+def test_linear_weight_gradient_needs_no_copy():
+    layer = cute_gemm.nn.Linear(7, 5, device="meta", dtype=torch.bfloat16)
+    seen = []
+    layer.weight.register_hook(lambda g: seen.append(g.stride()))
+    layer(meta(2, 3, 7).requires_grad_()).backward(meta(2, 3, 5))
+    assert seen == [(7, 1)] and layer.weight.grad.stride() == (7, 1)
+
+
 # ================================================================================== GPU: mm
 
 @gpu
