@@ -1,6 +1,7 @@
 // Operator schema and implementations. The module is a plain CPython extension with no Python
 // functions of its own: importing cute_gemm._C runs the static registrations below.
 #include <Python.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -192,6 +193,26 @@ at::Tensor addmm_autograd(const at::Tensor& input, const at::Tensor& a, const at
   return AddmmFunction::apply(input, a, b, beta, alpha, activation, out_dtype);
 }
 
+// Autocast, as torch.mm / addmm / bmm take part in it (their lower_precision_fp policy): inside
+// torch.autocast("cuda") every floating-point CUDA input (double excepted) is cast to the autocast
+// dtype, through torch's cast cache (a Parameter cast once per autocast region), and the op runs on
+// the casts with autocast off, so the result has the autocast dtype (or out_dtype). The out=
+// overloads are left alone, as torch's are: out fixes the result's dtype.
+at::Tensor cast(const at::Tensor& x) {
+  return at::autocast::cached_cast(at::autocast::get_autocast_dtype(at::kCUDA), x, c10::DeviceType::CUDA);
+}
+template <bool kBatched>
+at::Tensor gemm_autocast(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  return call_gemm<kBatched>(cast(a), cast(b), out_dtype);
+}
+at::Tensor addmm_autocast(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
+                          double alpha, std::optional<c10::string_view> activation,
+                          std::optional<at::ScalarType> out_dtype) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  return call_addmm(cast(input), cast(a), cast(b), beta, alpha, activation, out_dtype);
+}
+
 // The out= overloads write a tensor in place: as torch's own out= ops do, they refuse an inference
 // tensor outside inference mode (before anything is written) and bump out's version counter, so
 // that autograd refuses a backward that would read a saved tensor they overwrote.
@@ -222,6 +243,12 @@ TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
   m.impl("mm", &gemm_autograd<false>);
   m.impl("bmm", &gemm_autograd<true>);
   m.impl("addmm", &addmm_autograd);
+}
+
+TORCH_LIBRARY_IMPL(cute_gemm, AutocastCUDA, m) {
+  m.impl("mm", &gemm_autocast<false>);
+  m.impl("bmm", &gemm_autocast<true>);
+  m.impl("addmm", &addmm_autocast);
 }
 
 TORCH_LIBRARY_IMPL(cute_gemm, ADInplaceOrView, m) {

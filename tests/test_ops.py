@@ -880,6 +880,42 @@ def test_grad_of_only_one_input():
     check(ga, a.double().t() @ torch.ones(65, 47, dtype=torch.float64, device="cuda"), torch.bfloat16)
 
 
+def _block(cls):
+    """LayerNorm, Linear + GELU, Linear, and the residual add: the gradient of x is a sum of two."""
+    torch.manual_seed(2)
+    norm = torch.nn.LayerNorm(256, device="cuda", dtype=torch.bfloat16)
+    fc = torch.nn.Linear(256, 1024, device="cuda", dtype=torch.bfloat16)
+    proj = torch.nn.Linear(1024, 256, device="cuda", dtype=torch.bfloat16)
+    if cls is not torch.nn.Linear:
+        fc, proj = cls.from_torch(fc), cls.from_torch(proj)
+    return lambda x: x + proj(F.gelu(fc(norm(x)))), [norm.weight, norm.bias, fc.weight, fc.bias, proj.weight,
+                                                     proj.bias]
+
+
+@gpu
+def test_block_backward_runs_what_torch_runs():
+    """Forward + backward of a residual block: every gradient has torch.nn.Linear's strides and
+    values, and no more kernels run than with torch.nn.Linear (no operand copies, no strided adds)."""
+    x = randn(4, 128, 256)
+    grad = randn(4, 128, 256)
+    results = {}
+    for cls in (torch.nn.Linear, cute_gemm.nn.Linear):
+        fn, params = _block(cls)
+        xi = x.clone().requires_grad_()
+        step = lambda: torch.autograd.grad(fn(xi), [xi, *params], grad)  # noqa: E731
+        step()  # warm: first-call allocations and lazy inits out of the count
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            grads = step()
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        results[cls] = grads, names
+    (theirs, their_kernels), (ours, our_kernels) = results[torch.nn.Linear], results[cute_gemm.nn.Linear]
+    for g_t, g in zip(theirs, ours):
+        assert g.stride() == g_t.stride() and g.dtype == g_t.dtype
+        assert rel_err(g, g_t.double()) <= 2 * REL_BOUND[torch.bfloat16]
+    assert len(our_kernels) <= len(their_kernels), (sorted(our_kernels), sorted(their_kernels))
+
+
 # ================================================================================ GPU: opcheck
 
 def opcheck_cases():
@@ -1047,6 +1083,91 @@ def test_float32_inputs(op, allow_tf32):
     check(out, ref, dtype, bound=bound)
     with pytest.raises(TypeError, match=rf"{op}: .*out_dtype"):
         fn(*args, **kwargs, out_dtype=torch.bfloat16)
+
+
+# ============================================================================ GPU: autocast
+
+AUTOCAST = [torch.float16, torch.bfloat16]
+
+
+def autocast_cases(lowp):
+    """(name, cute_gemm call, torch's counterpart, float64 reference of the inputs cast to lowp),
+    on float32 inputs, one of them already in lowp (autocast casts what is not)."""
+    a, b, bias = randn(129, 574, dtype=torch.float32), operand(574, 127, "t", torch.float32), randn(127, dtype=lowp)
+    a3, b3 = randn(3, 65, 129, dtype=torch.float32), randn(3, 129, 63, dtype=torch.float32)
+
+    def low(*xs):
+        return [x.to(lowp).double() for x in xs]
+    return [
+        ("mm", lambda: cute_gemm.mm(a, b), lambda: torch.mm(a, b), lambda: torch.mm(*low(a, b))),
+        ("addmm", lambda: cute_gemm.addmm(bias, a, b, alpha=0.5, activation="silu"),
+         lambda: F.silu(torch.addmm(bias, a, b, alpha=0.5)),
+         lambda: addmm_ref(*low(bias, a, b), 1, 0.5, "silu")),
+        ("bmm", lambda: cute_gemm.bmm(a3, b3), lambda: torch.bmm(a3, b3), lambda: torch.bmm(*low(a3, b3))),
+        ("matmul", lambda: cute_gemm.matmul(a3, b3[0]), lambda: torch.matmul(a3, b3[0]),
+         lambda: torch.matmul(*low(a3, b3[0]))),
+    ]
+
+
+@gpu
+@pytest.mark.parametrize("case", range(4), ids=["mm", "addmm", "bmm", "matmul"])
+@pytest.mark.parametrize("lowp", AUTOCAST, ids=DTYPE_IDS)
+def test_autocast_casts_as_torch_does(lowp, case):
+    """Inside torch.autocast("cuda") the ops cast their floating-point inputs to the autocast
+    dtype, as torch.mm / addmm / bmm do: the result has that dtype and the precision of a GEMM on
+    the cast inputs. out_dtype=float32 still gives float32; outside the region nothing is cast."""
+    name, ours, theirs, ref = autocast_cases(lowp)[case]
+    with torch.autocast("cuda", dtype=lowp):
+        got, want = ours(), theirs()
+        assert got.dtype == want.dtype == lowp, (name, got.dtype, want.dtype)
+        check(got, ref(), lowp, want)
+    if name == "mm":
+        a, b = randn(33, 72, dtype=torch.float32), randn(72, 40, dtype=torch.float32)
+        with torch.autocast("cuda", dtype=lowp):
+            wide = cute_gemm.mm(a, b, out_dtype=torch.float32)
+        check(wide, a.to(lowp).double() @ b.to(lowp).double(), torch.float32)
+        with torch.autocast("cuda", dtype=lowp, enabled=False):
+            assert cute_gemm.mm(a, b).dtype == torch.float32
+
+
+@gpu
+@pytest.mark.parametrize("lowp", AUTOCAST, ids=DTYPE_IDS)
+def test_autocast_training_matches_torch_linear(lowp):
+    """Mixed-precision training: float32 parameters, the forward under autocast. Output dtype,
+    values and the float32 gradients of every parameter agree with torch.nn.Linear's."""
+    def mlp(cls):
+        torch.manual_seed(1)
+        return torch.nn.Sequential(cls(129, 192, device="cuda"), torch.nn.GELU(), cls(192, 72, device="cuda"))
+    theirs = mlp(torch.nn.Linear)
+    ours = torch.nn.Sequential(*[cute_gemm.nn.Linear.from_torch(m) if isinstance(m, torch.nn.Linear) else m
+                                 for m in mlp(torch.nn.Linear)])
+    x, grad = randn(2, 33, 129, dtype=torch.float32), randn(2, 33, 72, dtype=lowp)
+    outs = []
+    for model in (ours, theirs):
+        with torch.autocast("cuda", dtype=lowp):
+            y = model(x)
+        y.backward(grad)
+        outs.append((y, [p.grad for p in model.parameters()]))
+    (y, grads), (y_t, grads_t) = outs
+    assert y.dtype == y_t.dtype == lowp
+    assert rel_err(y, y_t.double()) <= 2 * REL_BOUND[lowp]
+    for (name, p), g, g_t in zip(ours.named_parameters(), grads, grads_t):
+        assert g.dtype == g_t.dtype == torch.float32 and g.shape == p.shape, name
+        assert rel_err(g, g_t.double()) <= 2 * REL_BOUND[lowp], (name, rel_err(g, g_t.double()))
+
+
+@gpu
+def test_autocast_under_torch_compile():
+    lin = cute_gemm.nn.Linear(64, 96, device="cuda")
+    x = randn(5, 64, dtype=torch.float32)
+
+    def fn(x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return lin(x)
+    torch._dynamo.reset()
+    eager, compiled = fn(x), torch.compile(fn, fullgraph=True)(x)
+    assert eager.dtype == compiled.dtype == torch.bfloat16
+    assert rel_err(compiled, eager.double()) <= REL_BOUND[torch.bfloat16]
 
 
 # ============================================================================ GPU: nn.Linear
