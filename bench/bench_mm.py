@@ -216,6 +216,10 @@ def parse_args(argv=None):
                            "C copied out), a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
                            "by + combine (sm80+nonarrow)")
+    ap.add_argument("--after-op", action="store_true",
+                    help="also time each call right after a non-GEMM kernel (an in-place scale of a 32 MiB "
+                         "buffer, as a model runs a norm or an activation between its GEMMs), less that "
+                         "kernel's own time: the 'after an op' columns")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
     ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")
     ap.add_argument("--peak-tflops", type=positive_float,
@@ -265,19 +269,23 @@ def make_operand(torch, rows, cols, major, dtype):
     return torch.randn(cols, rows, device="cuda", dtype=dtype).t()
 
 
-def capture(torch, fn, sets):
+def capture(torch, fn, sets, before=None):
     """A CUDA graph that calls fn on every operand set in turn (after one warm-up pass outside it:
-    module load, shared-memory opt-in, an autotune cache's timing)."""
+    module load, shared-memory opt-in, an autotune cache's timing); before(), if given, runs
+    before each call."""
+    def calls():
+        for a, b in sets:
+            if before is not None:
+                before()
+            fn(a, b)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for a, b in sets:
-            fn(a, b)
+        calls()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for a, b in sets:
-            fn(a, b)
+        calls()
     return graph
 
 
@@ -355,10 +363,12 @@ def measure(torch, fn, sets, ref, bound, seconds):
             "eager_us": eager_time_us(torch, fn, *sets[0], seconds / 3), **res}
 
 
-def measure_row(torch, impls, sets, ref, bound, seconds) -> dict:
+def measure_row(torch, impls, sets, ref, bound, seconds, after_op=None) -> dict:
     """Every implementation (name, fn, knob settings) on one problem: name -> its result, or the
     exception it raised. Each is checked first (a wrong one is never timed); the graphs of those
-    that pass are timed together (interleaved_us), then each one's eager loop."""
+    that pass are timed together (interleaved_us), then each one's eager loop. With after_op (a
+    non-GEMM kernel, as a model runs between its GEMMs): also each call right after after_op(),
+    less the time of the after_op() calls alone ("after_op_us")."""
     results, timed = {}, []
     for name, fn, settings in impls:
         try:
@@ -371,6 +381,16 @@ def measure_row(torch, impls, sets, ref, bound, seconds) -> dict:
     if timed:
         for (name, _), us in zip(timed, interleaved_us(torch, [g for _, g in timed], len(sets), seconds)):
             results[name]["us"] = us
+    if timed and after_op is not None:
+        graphs = [capture(torch, lambda a, b: None, sets, before=after_op)]
+        for name, fn, settings in impls:
+            if name in dict(timed):
+                with knobs(settings):
+                    graphs.append(capture(torch, fn, sets, before=after_op))
+        alone, *with_op = interleaved_us(torch, graphs, len(sets), seconds)
+        for (name, _), us in zip(timed, with_op):
+            results[name]["after_op_us"] = us - alone
+        del graphs
     del timed
     for name, fn, settings in impls:
         res = results[name]
@@ -414,6 +434,9 @@ def finish_row(row: dict, peak: float | None) -> dict:
             res["pct_peak"] = 100 * res["tflops"] / peak if peak else None
             res["gbps"] = nbytes / res["us"] / 1e3
             res["x_torch"] = t_torch / res["us"] if t_torch else None
+        if "after_op_us" in res:
+            t_after = row["impls"].get(TORCH, {}).get("after_op_us")
+            res["x_torch_after_op"] = t_after / res["after_op_us"] if t_after and res["after_op_us"] > 0 else None
     return row
 
 
@@ -486,6 +509,7 @@ def environment(torch, cute_gemm, triton_mm, args, argv) -> dict:
         "dtypes": ["f16", "bf16"] if args.dtype == "both" else [args.dtype],
         "layout": args.layout,
         "seconds": args.seconds,
+        "after_op": args.after_op,
     }
 
 
@@ -542,27 +566,33 @@ def wrong_text(res: dict) -> str:
     return "WRONG (rel err " + ("not finite" if res["rel_err"] is None else f"{res['rel_err']:.1e}") + ")"
 
 
-def result_cells(row: dict, res: dict) -> str:
+def result_cells(row: dict, res: dict, after_op: bool = False) -> str:
+    extra = " | - | -" if after_op else ""
     if res.get("wrong"):
-        return f"{wrong_text(res)} | - | - | - | - | -"
+        return f"{wrong_text(res)} | - | - | - | - | -" + extra
     if "error" in res:
-        return "failed | - | - | - | - | -"
+        return "failed | - | - | - | - | -" + extra
     gbps = fmt(res["gbps"], ".0f") if row["memory_bound"] else "-"
+    if after_op:
+        extra = f" | {fmt(res.get('after_op_us'), '.1f')} | {fmt(res.get('x_torch_after_op'), '.2f')}"
     return (f"{res['us']:.1f} | {fmt(res.get('eager_us'), '.1f')} | {res['tflops']:.1f} | "
-            f"{fmt(res.get('pct_peak'), '.1f')} | {gbps} | {fmt(res.get('x_torch'), '.2f')}")
+            f"{fmt(res.get('pct_peak'), '.1f')} | {gbps} | {fmt(res.get('x_torch'), '.2f')}" + extra)
 
 
 def format_tables(rows: list[dict]) -> str:
     """One table per (suite, dtype) with its geometric-mean line, then the geomeans over all shapes."""
     out = []
+    # Timed after another kernel too (--after-op): two more columns.
+    after = any("after_op_us" in res for r in rows for res in r["impls"].values())
     for suite, dtype, sel in panels(rows):
         layouts = ",".join(dict.fromkeys(r["layout"] for r in sel))
         out += [f"## {suite}, {dtype}, layout {layouts}", "",
-                "| M x N x K | impl | us/call | eager us | TFLOP/s | % peak | GB/s | x torch.mm |",
-                "|---|---|---|---|---|---|---|---|"]
+                "| M x N x K | impl | us/call | eager us | TFLOP/s | % peak | GB/s | x torch.mm |"
+                + (" after an op us | x torch.mm after an op |" if after else ""),
+                "|---|---|---|---|---|---|---|---|" + ("---|---|" if after else "")]
         for r in sel:
             for name, res in r["impls"].items():
-                out.append(f"| {r['m']}x{r['n']}x{r['k']} | {name} | {result_cells(r, res)} |")
+                out.append(f"| {r['m']}x{r['n']}x{r['k']} | {name} | {result_cells(r, res, after)} |")
         out += ["", geomean_line(sel, f"{suite}, {dtype}"), ""]
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
     for dtype in dtypes:
@@ -722,6 +752,10 @@ def main(argv=None) -> int:
     print(f"# {len(plan)} shapes, dtypes {','.join(env['dtypes'])}, layout {args.layout}, suites "
           f"{','.join(env['suites'])}; {', '.join(name for name, _, _ in impls)}", flush=True)
 
+    after_op = None
+    if args.after_op:
+        scratch = torch.ones(16 * 2**20, device="cuda", dtype=torch.bfloat16)
+        after_op = lambda: scratch.mul_(1.0)  # noqa: E731
     started = time.monotonic()
     triton_worked = False
     rows = []
@@ -737,7 +771,8 @@ def main(argv=None) -> int:
             ref = torch.mm(*sets[0]).float()
             row = {"suites": suites, "m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
                    "impls": {}}
-            for name, res in measure_row(torch, impls, sets, ref, REL_BOUND[dname], args.seconds).items():
+            for name, res in measure_row(torch, impls, sets, ref, REL_BOUND[dname], args.seconds,
+                                         after_op).items():
                 if isinstance(res, Exception):
                     if name == TORCH:
                         raise res

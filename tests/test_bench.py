@@ -187,6 +187,21 @@ def test_derived_columns():
     assert row(16, 4096, 4096, {"torch.mm": 10.0})["memory_bound"]
 
 
+def test_after_op_columns():
+    """--after-op: each call also timed after another kernel; two more columns, and only then."""
+    plain = row(1024, 1024, 1024, {"torch.mm": 10.0, "cute[auto]": 20.0})
+    assert "after an op" not in bench.format_tables([plain])
+    r = row(1024, 1024, 1024, {"torch.mm": 10.0, "cute[auto]": 20.0, "triton": "WRONG"})
+    r["impls"]["torch.mm"]["after_op_us"], r["impls"]["cute[auto]"]["after_op_us"] = 12.0, 8.0
+    bench.finish_row(r, 1000.0)
+    assert r["impls"]["cute[auto]"]["x_torch_after_op"] == 1.5
+    text = bench.format_tables([r])
+    assert "| x torch.mm | after an op us | x torch.mm after an op |" in text
+    assert "| 1024x1024x1024 | cute[auto] | 20.0 | 25.0 | 107.4 | 10.7 | - | 0.50 | 8.0 | 1.50 |" in text
+    assert "| 1024x1024x1024 | triton | WRONG (rel err 3.0e-01) | - | - | - | - | - | - | - |" in text
+    assert bench.parse_args(["--after-op"]).after_op and not bench.parse_args([]).after_op
+
+
 def test_tables_geomean_wrong_and_memory_bound():
     rows = [row(1024, 1024, 1024, {"torch.mm": 10.0, "cute[auto]": 20.0, "triton": 10.0}),
             row(2048, 2048, 2048, {"torch.mm": 40.0, "cute[auto]": 20.0, "triton": "failed"}),
@@ -301,7 +316,7 @@ def test_a_run_with_made_up_timings(tmp_path, monkeypatch, capsys, triton_fails_
             raise RuntimeError("PassManager::run failed\nmore detail")
         return {"us": 12.5, "eager_us": 14.0, "rel_err": 1e-3}
 
-    def fake_row(torch, impls, sets, ref, bound, seconds):
+    def fake_row(torch, impls, sets, ref, bound, seconds, after_op=None):
         out = {}
         for name, fn, settings in impls:
             try:
