@@ -105,6 +105,16 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return shapes
 
 
+def parse_choices(text: str, choices: tuple[str, ...], what: str) -> list[str]:
+    """A comma list of names among choices ("all": every one), in order, without repeats; shared
+    by the benchmarks' list arguments."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for s in names:
+        if s != "all" and s not in choices:
+            raise argparse.ArgumentTypeError(f"{what} '{s}' is not one of {', '.join(choices)}, all")
+    return list(choices) if "all" in names else list(dict.fromkeys(names))
+
+
 def parse_suites(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     for s in names:

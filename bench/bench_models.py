@@ -61,14 +61,6 @@ GEMM_WORDS = ("gemm", "nvjet", "xmma", "cutlass", "cublas")  # kernel names of c
 
 # ---------------------------------------------------------------------------------- arguments
 
-def parse_list(text: str, choices: tuple[str, ...], what: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    for s in names:
-        if s != "all" and s not in choices:
-            raise argparse.ArgumentTypeError(f"{what} '{s}' is not one of {', '.join(choices)}, all")
-    return list(choices) if "all" in names else list(dict.fromkeys(names))
-
-
 def parse_counts(text: str) -> list[int]:
     parts = [s.strip() for s in text.split(",") if s.strip()]
     if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -78,9 +70,9 @@ def parse_counts(text: str) -> list[int]:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", type=lambda t: parse_list(t, WORKLOADS, "workload"), default=list(WORKLOADS),
+    ap.add_argument("--workloads", type=lambda t: bench_mm.parse_choices(t, WORKLOADS, "workload"), default=list(WORKLOADS),
                     help=f"comma list of {', '.join(WORKLOADS)}, all (default: all)")
-    ap.add_argument("--peers", type=lambda t: parse_list(t, PEERS, "peer"), default=list(PEERS),
+    ap.add_argument("--peers", type=lambda t: bench_mm.parse_choices(t, PEERS, "peer"), default=list(PEERS),
                     help="eager, compile, all (default: all); eager always runs: it is the baseline")
     ap.add_argument("--prefill-tokens", type=parse_counts, default=list(PREFILL_TOKENS))
     ap.add_argument("--decode-tokens", type=parse_counts, default=list(DECODE_TOKENS))

@@ -54,14 +54,6 @@ TARGET = 1.1  # the fused epilogue should save at least this much over the unfus
 
 # ---------------------------------------------------------------------------------- arguments
 
-def parse_choices(text: str, choices: tuple[str, ...], what: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    for s in names:
-        if s != "all" and s not in choices:
-            raise argparse.ArgumentTypeError(f"{what} '{s}' is not one of {', '.join(choices)}, all")
-    return list(choices) if "all" in names else list(dict.fromkeys(names))
-
-
 def parse_mlp(text: str) -> tuple[int, int, int]:
     parts = text.lower().split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -71,11 +63,11 @@ def parse_mlp(text: str) -> tuple[int, int, int]:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--section", type=lambda t: parse_choices(t, SECTIONS, "section"), default=list(SECTIONS),
+    ap.add_argument("--section", type=lambda t: bench_mm.parse_choices(t, SECTIONS, "section"), default=list(SECTIONS),
                     help="comma list of fused, mlp, all (default: all)")
     ap.add_argument("--shapes", type=bench_mm.parse_shapes, default=DEFAULT_SHAPES,
                     help="fused: MxNxK,... (default: 4096x14336x4096,16384x4096x4096)")
-    ap.add_argument("--activations", type=lambda t: parse_choices(t, ACTIVATIONS, "activation"), default=["gelu"],
+    ap.add_argument("--activations", type=lambda t: bench_mm.parse_choices(t, ACTIVATIONS, "activation"), default=["gelu"],
                     help=f"fused: comma list of {', '.join(ACTIVATIONS)}, all (default: gelu)")
     ap.add_argument("--layout", choices=bench_mm.LAYOUTS, default="nt",
                     help="fused: a then b, n = row-major, t = transposed view (default nt: b is an nn.Linear "
