@@ -230,6 +230,9 @@ def parse_args(argv=None):
                     help="also time each call right after a non-GEMM kernel (an in-place scale of a 32 MiB "
                          "buffer, as a model runs a norm or an activation between its GEMMs), less that "
                          "kernel's own time: the 'after an op' columns")
+    ap.add_argument("--warm", action="store_true",
+                    help="every call reads the same operand set, which stays in the L2 where it fits (as a "
+                         "model's GEMM reads activations a kernel just wrote), instead of R sets from HBM")
     ap.add_argument("--no-triton", action="store_true", help="leave out the Triton matmul (bench/triton_mm.py)")
     ap.add_argument("--seconds", type=positive_float, default=0.3, help="timed replay time per measurement")
     ap.add_argument("--peak-tflops", type=positive_float,
@@ -520,6 +523,7 @@ def environment(torch, cute_gemm, triton_mm, args, argv) -> dict:
         "layout": args.layout,
         "seconds": args.seconds,
         "after_op": args.after_op,
+        "warm": args.warm,
     }
 
 
@@ -759,7 +763,8 @@ def main(argv=None) -> int:
     print(f"# {env['gpu']} ({env['sms']} SMs, dense peak {fmt(env['peak_tflops'], '.1f')} TFLOP/s), "
           f"driver {env['driver'] or '?'}, torch {env['torch']}, CUDA {env['cuda']}, triton {env['triton'] or '-'}, "
           f"cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}")
-    print(f"# {len(plan)} shapes, dtypes {','.join(env['dtypes'])}, layout {args.layout}, suites "
+    print(f"# {len(plan)} shapes, dtypes {','.join(env['dtypes'])}, layout {args.layout}, "
+          f"operands {'warm (one set, in L2 where it fits)' if args.warm else 'rotated (from HBM)'}, suites "
           f"{','.join(env['suites'])}; {', '.join(name for name, _, _ in impls)}", flush=True)
 
     after_op = None
@@ -777,9 +782,12 @@ def main(argv=None) -> int:
             reps = max(2, min(64, math.ceil(4 * l2 / per_set)))
             torch.manual_seed(0)
             sets = [(make_operand(torch, m, k, args.layout[0], dtype), make_operand(torch, k, n, args.layout[1], dtype))
-                    for _ in range(reps)]
+                    for _ in range(1 if args.warm else reps)]
+            if args.warm:
+                sets *= reps
             ref = torch.mm(*sets[0]).float()
             row = {"suites": suites, "m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
+                   "warm": args.warm,
                    "impls": {}}
             for name, res in measure_row(torch, impls, sets, ref, REL_BOUND[dname], args.seconds,
                                          after_op).items():

@@ -79,7 +79,7 @@ def parse_args(argv=None):
     ap.add_argument("--steps", type=int, default=30, help="training steps per impl (the loss curve; default 30)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     ap.add_argument("--json", type=Path, default=Path("bench/out/models.json"))
-    ap.add_argument("--plot", type=Path, default=Path("bench/out/models.png"))
+    ap.add_argument("--plot", type=Path, help="where to write the PNG (default: the JSON's path with .png)")
     args = ap.parse_args(argv)
     if "eager" not in args.peers:
         args.peers.insert(0, "eager")
@@ -483,7 +483,9 @@ def main(argv=None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"format": 1, "environment": env, "rows": rows}, indent=1))
     try:
-        write_plot(rows, args.plot, f"{env['gpu']}, {env['date'][:10]}, cute_gemm @ {env['git_commit'] or '?'}")
+        plot = args.plot or args.json.with_suffix(".png")
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        write_plot(rows, plot, f"{env['gpu']}, {env['date'][:10]}, cute_gemm @ {env['git_commit'] or '?'}")
     except ImportError:
         print("# no matplotlib: plot skipped")
     print(f"# wrote {args.json} ({env['elapsed_s']:.0f} s)")

@@ -19,7 +19,7 @@ def test_defaults_and_errors(capsys):
     args = bench.parse_args([])
     assert args.workloads == ["train", "train_amp", "prefill", "decode"] and args.peers == ["eager", "compile"]
     assert args.prefill_tokens == [2048, 8192] and args.decode_tokens == [1, 4, 16, 64]
-    assert args.json == Path("bench/out/models.json") and args.plot == Path("bench/out/models.png")
+    assert args.json == Path("bench/out/models.json") and args.plot is None  # the plot: beside the JSON
     assert bench.parse_args(["--peers", "compile"]).peers == ["eager", "compile"]  # the baseline always runs
     assert bench.parse_args(["--decode-tokens", "16, 1,16"]).decode_tokens == [16, 1]
     assert "workload 'infer' is not one of train, train_amp, prefill, decode, all" in bench_scripts.usage_error(

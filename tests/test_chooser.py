@@ -8,7 +8,7 @@ from host_cpp import build_and_run, needs_cxx
 
 # (M, N, K): (config row, K slices). Rows: 0 128x256, 1 128x128, 2 128x256 in 2x1 clusters,
 # 3 128x64, 4 64x128 one consumer, 5 64x64 one consumer, 7 128x192, 8 192x192 three consumers,
-# 9 128x128 in 2x1 clusters.
+# 9 128x128 in 2x1 clusters, 12 192x128 three consumers.
 PICKS = {
     (1024, 1024, 1024): (4, 1),     # short K, 128x128 tiles fill at most half the SMs (2026-11-23)
     (2048, 2048, 2048): (0, 1),     # about one wave of 128x256 tiles
@@ -26,7 +26,12 @@ PICKS = {
     (128, 8192, 8192): (3, 1),      # one row of tiles (2026-11-22)
     (128, 4096, 14336): (3, 2),
     (512, 1024, 8192): (9, 4),      # few tiles, long K: split-K (2026-11-22), in clusters (2026-11-27)
-    (256, 7168, 2048): (9, 1),      # 112 tiles: the cluster tile (2026-11-27)
+    (256, 7168, 2048): (9, 1),      # 112 tiles: the cluster tile (2026-11-27); 192-row tiles would pad M by half
+    # Under three quarters of a wave of 128x256 tiles, one full wave of tiles of 3/4 their work
+    # (sm90::one_wave_config):
+    (3072, 1024, 8192): (12, 1),    # 128 tiles of 192x128 (a QKV projection's weight gradient)
+    (1024, 3072, 8192): (7, 1),     # 128 of 128x192
+    (3072, 1024, 1024): (12, 1),
     # 2026-11-27 (H100, bf16, us, row 1 / row 9): the cluster tile where its blocks busy two
     # thirds of the SMs (sm90::cluster128_pays) ...
     (1024, 1024, 8192): (9, 2),     # 36.5 / 34.7

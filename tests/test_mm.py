@@ -166,11 +166,13 @@ def test_split_k(splits, config, layout, monkeypatch):
         check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
-def test_row8_runs_whole_tiles(monkeypatch):
-    """Row 8 (192x192, three consumer warpgroups) runs whole tiles only: a forced K slice count or
-    stream-K tail leaves its result bit for bit that of the plain call (gemm.cpp, whole_tiles_only)."""
+@pytest.mark.parametrize("row", [8, 12])
+def test_three_consumer_rows_run_whole_tiles(row, monkeypatch):
+    """Rows 8 (192x192) and 12 (192x128), three consumer warpgroups, run whole tiles only: a forced
+    K slice count or stream-K tail leaves the result bit for bit that of the plain call (gemm.cpp,
+    whole_tiles_only)."""
     use_family(monkeypatch, "sm90")
-    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "8")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
     for (m, n, k), dtype in itertools.product([(300, 520, 2056), (2100, 2200, 1000)], DTYPES):
         a, b = make_operand(m, k, "n", dtype), make_operand(k, n, "n", dtype)
         plain = check(a, b)
@@ -987,3 +989,17 @@ def test_short_k_row_by_hbm_rule(monkeypatch, fast_hbm, row):
     assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {row}
     check(a, b)
 
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_one_wave_rows_by_rule(layout, monkeypatch):
+    """Fewer 128x256 tiles than three quarters of the SMs: the 192x128 tile (row 12) where its
+    tiles fill one wave (a QKV projection's weight gradient, 3072x1024 of K = 8192 tokens), the
+    128x192 one (row 7) for the transposed problem (sm90::one_wave_config); right against float64."""
+    use_family(monkeypatch, "sm90")
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if sms != 132:
+        pytest.skip("the shapes are sized for 132 SMs")
+    for (m, n), row in (((3072, 1024), 12), ((1024, 3072), 7), ((3000, 1000), 12)):
+        a, b = make_operand(m, 1031, layout[0], torch.bfloat16), make_operand(1031, n, layout[1], torch.bfloat16)
+        assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {row}, (m, n)
+        check(a, b)

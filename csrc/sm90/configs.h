@@ -28,6 +28,7 @@ inline constexpr TileConfig kConfigs[] = {
     /* 9 */ {128, 128, 64, 6, 2, 2, "128x128x64_s6_c2_m2"},  // row 1 + 2x1 cluster: B multicast, a quarter less L2 traffic
     /* 10 */ {64, 16, 64, 20, 1, 1, "64x16x64_s20_c1"},      // decode, swapped: row 6's tile at half the rows, twice the blocks
     /* 11 */ {64, 32, 64, 18, 1, 1, "64x32x64_s18_c1"},      // decode, swapped, 17 <= M <= 32: row 10's tile at 32 rows of M
+    /* 12 */ {192, 128, 64, 4, 3, 1, "192x128x64_s4_c3"},    // 3 x (64x128): one full wave where 128x256 tiles leave a quarter idle
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -307,6 +308,33 @@ inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
          3 * tiles * choose_splits(m, n, k, batch, kCluster128Config, num_sms) >= 2LL * num_sms;
 }
 
+// Fewer 128x256 tiles than three quarters of the SMs (3072x1024x8192, a QKV projection's weight
+// gradient: 96 tiles on 132 SMs): tiles of three quarters the work, 192x128 (row 12) or 128x192
+// (row 7), whichever fills three quarters of one wave or more and pads the problem by at most an
+// eighth (3072x1024: 128 tiles of 192x128; 1024x3072: 128 of 128x192; not 256x7168, whose two
+// rows of 192 would compute half again its rows), the fewer tiles if both do. Whole tiles, no K
+// slices: every SM holds one. -1: neither. 2026-12-02 (H200, bf16, the benchmark's rotated operands,
+// us, the rule's row / row 0 (128x256) / row 1 in 2 K slices; torch.mm), layouts tn, nn, nt:
+//   3072x1024x8192 (row 12) 73.6 / 93.5 / 95.1 (73.1), 73.6 (73.1), 74.4 (73.4): 0.78x -> 0.99x;
+//   1024x3072x8192 (row 7) 76.0 / 94.4 / 93.9 (73.1), 76.1 (73.2), 76.5 (73.4);
+//   3072x1024x1024 (row 12) 12.5 / 15.1 / 27.2 (12.0); 2048x1536x4096 (row 7; row 12 alike)
+//   39.1 / 48.8 / 56.0 (38.0). cuBLAS ran 3072x1024x8192 on 128x192 tiles in 2x1 clusters.
+// (A 64x128 tile in 2x1 clusters, cuBLAS's for 1024x1024x8192, lost there to row 1 in two
+// slices: 37.5 against 32.2, torch.mm 27.3; not kept.)
+inline constexpr int kTile192x128Config = 12;
+static_assert(kConfigs[kTile192x128Config].bm == kConfigs[7].bn && kConfigs[kTile192x128Config].bn == kConfigs[7].bm,
+              "row 12 is row 7's tile transposed");
+inline int one_wave_config(int m, int n, long long batch, int num_sms) {
+  auto fills = [&](const TileConfig& c, long long tiles) {
+    return tiles <= num_sms && 4 * tiles >= 3LL * num_sms && 8 * tiles * c.bm * c.bn <= 9LL * m * n * batch;
+  };
+  const TileConfig &c12 = kConfigs[kTile192x128Config], &c7 = kConfigs[7];
+  const long long t12 = tile_count(m, n, c12.bm, c12.bn) * batch, t7 = tile_count(m, n, c7.bm, c7.bn) * batch;
+  const bool fills12 = fills(c12, t12), fills7 = fills(c7, t7);
+  if (fills12 && (!fills7 || t12 <= t7)) return kTile192x128Config;
+  return fills7 ? 7 : -1;
+}
+
 // 2026-11-26: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
 // cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
 // each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
@@ -323,6 +351,7 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
     return num_sms >= 2 && tile192_pays(m, n, batch, num_sms) ? 7 : 2;
   }
   if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
+  if (const int c = one_wave_config(m, n, batch, num_sms); c >= 0) return c;
   const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
   if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) return 5;
   if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
@@ -351,8 +380,8 @@ inline int choose_narrow_config(int m, int n, int k, long long batch, int num_sm
   }
   switch (const int c = choose_config(m, n, k, batch, num_sms, fast_hbm)) {
     case 2: case 7: case 8: return 0;
-    case 9: return 1;
     case 4: return 5;
+    case 9: case 12: return 1;
     default: return has_narrow(c) ? c : 1;
   }
 }

@@ -1,0 +1,174 @@
+"""The GEMMs of the models benchmark's training step, call by call, on a GPU machine after a build:
+
+    python3 -P scripts/step_gemms.py                  # bf16 parameters
+    python3 -P scripts/step_gemms.py --amp            # float32 parameters, bf16 autocast
+
+The GPT-style step of bench/bench_models.py runs once with torch.nn.Linear and once with
+cute_gemm.nn.Linear. Every GEMM call (aten mm / addmm / bmm, cute_gemm's ops) is labelled through a
+dispatch mode with its shape (M x N x K) and layout (n: row-major, t: column-major, A then B) and
+timed inside the step with torch.profiler (the kernels it launched, summed; CUTE_GEMM_PDL=0 unless
+--pdl, so that no two kernels overlap). Prints per shape and layout: the calls per step, the GPU
+time of each impl, the ratio and cuBLAS's kernel; then the kernels whose counts per step differ.
+Measurement only.
+"""
+
+import argparse
+import collections
+import copy
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEL = "gemm "
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def layout(t):
+    """'n' where the operand is row-major (its last dimension contiguous), else 't'."""
+    return "n" if t.stride(-1) == 1 else "t"
+
+
+def describe(func, args):
+    """'MxNxK ab' (and the op) for a GEMM op, None for anything else."""
+    name = str(func)
+    if name.startswith(("aten.mm", "cute_gemm.mm")):
+        a, b = args[0], args[1]
+    elif name.startswith(("aten.addmm", "cute_gemm.addmm")):
+        a, b = args[1], args[2]
+    elif name.startswith(("aten.bmm", "cute_gemm.bmm")):
+        a, b = args[0], args[1]
+    else:
+        return None
+    m, k, n = a.size(-2), a.size(-1), b.size(-1)
+    batch = f"{a.size(0)}x" if a.dim() == 3 else ""
+    op = name.split(".")[1]
+    return f"{batch}{m}x{n}x{k} {layout(a)}{layout(b)} {op}"
+
+
+class Label(TorchDispatchMode):
+    """Wraps every GEMM op in a record_function named after its shape and layout."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        desc = describe(func, args)
+        if desc is None:
+            return func(*args, **(kwargs or {}))
+        with torch.profiler.record_function(LABEL + desc):
+            return func(*args, **(kwargs or {}))
+
+
+def short(name: str) -> str:
+    """A kernel's name, cut to what tells kernels apart (cute_gemm's: the traits' arguments)."""
+    traits = re.search(r"KernelTraits<([^>]*)>", name)
+    if traits:
+        return "cute " + re.sub(r"\(cute_gemm::DType\)", "", traits.group(1)).replace(" ", "")
+    return name[:60]
+
+
+def profile_step(step, steps: int):
+    """Per label: (calls, GPU us, kernel names) per step; and kernel name -> launches per step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with Label():
+            for _ in range(steps):
+                step()
+        torch.cuda.synchronize()
+    per_label = collections.defaultdict(lambda: [0, 0.0, collections.Counter()])
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith(LABEL):
+            entry = per_label[e.name[len(LABEL):]]
+            entry[0] += 1
+            entry[1] += e.device_time_total
+
+            def kernels(ev):
+                for k in ev.kernels:
+                    yield k.name
+                for c in ev.cpu_children:
+                    yield from kernels(c)
+
+            entry[2].update(kernels(e))
+    counts = collections.Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    return ({d: (n / steps, us / steps, ks) for d, (n, us, ks) in per_label.items()},
+            {name: c / steps for name, c in counts.items()})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--amp", action="store_true", help="float32 parameters under bf16 autocast")
+    ap.add_argument("--pdl", action="store_true", help="leave CUTE_GEMM_PDL as it is (overlapping kernels)")
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+    if not args.pdl:
+        os.environ["CUTE_GEMM_PDL"] = "0"
+    bm = load("bench_models", ROOT / "bench" / "bench_models.py")
+    import cute_gemm
+
+    GPT, _ = bm.build_modules(torch)
+    cfg = bm.GPT2_MEDIUM
+    torch.manual_seed(0)
+    model = GPT(**cfg).to("cuda", torch.float32 if args.amp else torch.bfloat16)
+    idx = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"] + 1), device="cuda")
+    steps = {}
+    for name, m in (("torch", model), ("cute_gemm", bm.swap_linears(torch, cute_gemm, copy.deepcopy(model)))):
+        opt = torch.optim.AdamW(m.parameters(), lr=3e-4, fused=True)
+
+        def step(m=m, opt=opt):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.amp):
+                logits = m(idx[:, :-1])
+            torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten()).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        steps[name] = step
+    # Profiled in turn, twice each, the second round kept: clocks and heat reach both alike.
+    results = {}
+    for _ in range(2):
+        for name, step in steps.items():
+            results[name] = profile_step(step, args.steps)
+
+    (tl, tk), (cl, ck) = results["torch"], results["cute_gemm"]
+
+    def key(desc):  # the same GEMM whichever op ran it
+        shape, lay, _ = desc.split(" ")
+        return f"{shape} {lay}"
+
+    merged = collections.defaultdict(lambda: {"torch": [0, 0.0], "cute_gemm": [0, 0.0], "torch_k": "", "cute_k": ""})
+    for impl, labels in (("torch", tl), ("cute_gemm", cl)):
+        for desc, (n, us, ks) in labels.items():
+            row = merged[key(desc)]
+            row[impl][0] += n
+            row[impl][1] += us
+            # The kernels the calls launched, most frequent first (the GEMM's own, then copies,
+            # counters, memsets), with their launches per call.
+            row["torch_k" if impl == "torch" else "cute_k"] = ", ".join(
+                f"{short(name)} x{c / (n * args.steps):.2g}" for name, c in ks.most_common(3))
+    print(f"{'shape layout':24} {'calls':>5} {'torch us':>9} {'cute us':>9} {'x torch':>7}  kernels: torch | cute_gemm")
+    total_t = total_c = 0.0
+    for k, row in sorted(merged.items(), key=lambda kv: -(kv[1]["cute_gemm"][1] - kv[1]["torch"][1])):
+        t, c = row["torch"][1], row["cute_gemm"][1]
+        total_t, total_c = total_t + t, total_c + c
+        ratio = t / c if c > 0 else float("nan")
+        print(f"{k:24} {row['torch'][0]:5.0f} {t:9.1f} {c:9.1f} {ratio:7.2f}  {row['torch_k']} | {row['cute_k']}")
+    print(f"{'all GEMMs':24} {'':5} {total_t:9.1f} {total_c:9.1f} {total_t / total_c:7.2f}")
+    print("\nkernels whose launches per step differ (torch, cute_gemm):")
+    for name in sorted(set(tk) | set(ck)):
+        if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:
+            print(f"  {tk.get(name, 0):5.1f} {ck.get(name, 0):5.1f}  {name[:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
