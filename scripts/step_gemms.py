@@ -7,8 +7,9 @@ The GPT-style step of bench/bench_models.py runs once with torch.nn.Linear and o
 cute_gemm.nn.Linear. Every GEMM call (aten mm / addmm / bmm, cute_gemm's ops) is labelled through a
 dispatch mode with its shape (M x N x K) and layout (n: row-major, t: column-major, A then B) and
 timed inside the step with torch.profiler (the kernels it launched, summed; CUTE_GEMM_PDL=0 unless
---pdl, so that no two kernels overlap). Prints per shape and layout: the calls per step, the GPU
-time of each impl, the ratio and cuBLAS's kernel; then the kernels whose counts per step differ.
+--pdl, so that no two kernels overlap), and alone: its first call replayed on the same tensors in a
+CUDA graph. Prints per shape and layout: the calls per step, each impl's GPU time in the step and
+alone, the ratios and the kernels each call launched; then the kernels whose counts per step differ.
 Measurement only.
 """
 
@@ -57,14 +58,49 @@ def describe(func, args):
 
 
 class Label(TorchDispatchMode):
-    """Wraps every GEMM op in a record_function named after its shape and layout."""
+    """Wraps every GEMM op in a record_function named after its shape and layout, and keeps the
+    first call of each (op, arguments) for alone_us."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         desc = describe(func, args)
         if desc is None:
             return func(*args, **(kwargs or {}))
+        self.calls.setdefault(desc, (func, args, kwargs or {}))
         with torch.profiler.record_function(LABEL + desc):
             return func(*args, **(kwargs or {}))
+
+
+def alone_us(call, reps: int = 10, replays: int = 20) -> float:
+    """GPU time of one such call on the step's own tensors, alone: `reps` calls in a CUDA graph,
+    median over replays (the operands stay in the L2 where they fit, as they may in the step)."""
+    func, args, kwargs = call
+    with torch.no_grad():
+        return graph_us(lambda: func(*args, **kwargs), reps, replays)
+
+
+def graph_us(fn, reps: int, replays: int) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / reps)
+    return sorted(times)[len(times) // 2]
 
 
 def short(name: str) -> str:
@@ -81,8 +117,9 @@ def profile_step(step, steps: int):
 
     step()
     torch.cuda.synchronize()
+    label = Label()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        with Label():
+        with label:
             for _ in range(steps):
                 step()
         torch.cuda.synchronize()
@@ -101,8 +138,13 @@ def profile_step(step, steps: int):
 
             entry[2].update(kernels(e))
     counts = collections.Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return ({d: (n / steps, us / steps, ks) for d, (n, us, ks) in per_label.items()},
+    alone = {d: alone_us(call) for d, call in label.calls.items()}
+    return ({d: (n / steps, us / steps, ks, alone[d]) for d, (n, us, ks) in per_label.items()},
             {name: c / steps for name, c in counts.items()})
+
+
+def ratio(torch_us: float, cute_us: float) -> float:
+    return torch_us / cute_us if cute_us > 0 else float("nan")
 
 
 def main() -> int:
@@ -145,24 +187,29 @@ def main() -> int:
         shape, lay, _ = desc.split(" ")
         return f"{shape} {lay}"
 
-    merged = collections.defaultdict(lambda: {"torch": [0, 0.0], "cute_gemm": [0, 0.0], "torch_k": "", "cute_k": ""})
+    merged = collections.defaultdict(lambda: {"torch": [0, 0.0, 0.0], "cute_gemm": [0, 0.0, 0.0], "torch_k": "",
+                                              "cute_k": ""})
     for impl, labels in (("torch", tl), ("cute_gemm", cl)):
-        for desc, (n, us, ks) in labels.items():
+        for desc, (n, us, ks, alone) in labels.items():
             row = merged[key(desc)]
             row[impl][0] += n
             row[impl][1] += us
+            row[impl][2] += n * alone
             # The kernels the calls launched, most frequent first (the GEMM's own, then copies,
             # counters, memsets), with their launches per call.
             row["torch_k" if impl == "torch" else "cute_k"] = ", ".join(
                 f"{short(name)} x{c / (n * args.steps):.2g}" for name, c in ks.most_common(3))
-    print(f"{'shape layout':24} {'calls':>5} {'torch us':>9} {'cute us':>9} {'x torch':>7}  kernels: torch | cute_gemm")
-    total_t = total_c = 0.0
+    print("us per step; in the step (the profile) and alone (alone_us, times the calls per step)")
+    print(f"{'shape layout':24} {'calls':>5} {'torch':>8} {'alone':>8} {'cute':>8} {'alone':>8} {'x torch':>7} "
+          f"{'alone':>6}  kernels: torch | cute_gemm")
+    totals = [0.0] * 4
     for k, row in sorted(merged.items(), key=lambda kv: -(kv[1]["cute_gemm"][1] - kv[1]["torch"][1])):
-        t, c = row["torch"][1], row["cute_gemm"][1]
-        total_t, total_c = total_t + t, total_c + c
-        ratio = t / c if c > 0 else float("nan")
-        print(f"{k:24} {row['torch'][0]:5.0f} {t:9.1f} {c:9.1f} {ratio:7.2f}  {row['torch_k']} | {row['cute_k']}")
-    print(f"{'all GEMMs':24} {'':5} {total_t:9.1f} {total_c:9.1f} {total_t / total_c:7.2f}")
+        cells = [row["torch"][1], row["torch"][2], row["cute_gemm"][1], row["cute_gemm"][2]]
+        totals = [a + b for a, b in zip(totals, cells)]
+        print(f"{k:24} {row['torch'][0]:5.0f} " + " ".join(f"{x:8.1f}" for x in cells)
+              + f" {ratio(cells[0], cells[2]):7.2f} {ratio(cells[1], cells[3]):6.2f}  {row['torch_k']} | {row['cute_k']}")
+    print(f"{'all GEMMs':24} {'':5} " + " ".join(f"{x:8.1f}" for x in totals)
+          + f" {ratio(totals[0], totals[2]):7.2f} {ratio(totals[1], totals[3]):6.2f}")
     print("\nkernels whose launches per step differ (torch, cute_gemm):")
     for name in sorted(set(tk) | set(ck)):
         if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:

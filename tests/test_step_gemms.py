@@ -1,0 +1,37 @@
+"""scripts/step_gemms.py's labels and kernel names (no GPU)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+torch = pytest.importorskip("torch")
+import step_gemms as S  # noqa: E402
+
+
+def test_a_linear_and_its_backward_are_labelled_by_shape_and_layout():
+    x = torch.randn(5, 4, requires_grad=True)
+    w = torch.randn(8, 4, requires_grad=True)
+    bias = torch.randn(8, requires_grad=True)
+    grad = torch.randn(5, 8)
+    label = S.Label()
+    with label:
+        torch.nn.functional.linear(x, w, bias).backward(grad)
+    # forward x @ w^T (w read transposed), dX = dY @ w, dW = dY^T @ x
+    assert sorted(label.calls) == ["5x4x8 nn mm", "5x8x4 nt addmm", "8x4x5 tn mm"]
+    assert torch.allclose(x.grad, grad @ w) and torch.allclose(w.grad, grad.t() @ x)
+
+
+def test_batched_and_other_ops():
+    a, b = torch.randn(3, 5, 4), torch.randn(3, 4, 6).transpose(1, 2).contiguous().transpose(1, 2)
+    assert S.describe(torch.ops.aten.bmm.default, (a, b)) == "3x5x6x4 nt bmm"
+    assert S.describe(torch.ops.aten.add.Tensor, (a, a)) is None
+
+
+def test_kernel_names_are_cut_to_what_tells_them_apart():
+    name = ("void cute_gemm::sm90::gemm_kernel<cute_gemm::sm90::KernelTraits<(cute_gemm::DType)1, false, true, 12, "
+            "false>, false>(cute_gemm::sm90::KernelParams<...>)")
+    assert S.short(name) == "cute 1,false,true,12,false"
+    assert S.short("nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN") == "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN"
+    assert S.ratio(2.0, 4.0) == 0.5
