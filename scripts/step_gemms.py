@@ -35,6 +35,9 @@ def load(name, path):
     return mod
 
 
+BENCH_MM = load("bench_mm", ROOT / "bench" / "bench_mm.py")
+
+
 def layout(t):
     """'n' where the operand is row-major (its last dimension contiguous), else 't'."""
     return "n" if t.stride(-1) == 1 else "t"
@@ -74,33 +77,13 @@ class Label(TorchDispatchMode):
             return func(*args, **(kwargs or {}))
 
 
-def alone_us(call, reps: int = 10, replays: int = 20) -> float:
+def alone_us(call, reps: int = 10, seconds: float = 0.05) -> float:
     """GPU time of one such call on the step's own tensors, alone: `reps` calls in a CUDA graph,
-    median over replays (the operands stay in the L2 where they fit, as they may in the step)."""
+    median over replays (bench_mm's timing; the operands stay in the L2 where they fit, as they may
+    in the step)."""
     func, args, kwargs = call
     with torch.no_grad():
-        return graph_us(lambda: func(*args, **kwargs), reps, replays)
-
-
-def graph_us(fn, reps: int, replays: int) -> float:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / reps)
-    return sorted(times)[len(times) // 2]
+        return BENCH_MM.graph_time_us(torch, lambda _a, _b: func(*args, **kwargs), [(None, None)] * reps, seconds)
 
 
 def short(name: str) -> str:
