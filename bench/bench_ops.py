@@ -1,7 +1,7 @@
 """The fused epilogue and cute_gemm.nn.Linear against torch's unfused path, same inputs, same run.
 
     python -P bench/bench_ops.py                                  # both sections, bf16, gelu
-    python -P bench/bench_ops.py --activations all                # relu, gelu, gelu_tanh, silu
+    python -P bench/bench_ops.py --activations all                # none (the bias alone), relu, gelu, gelu_tanh, silu
     python -P bench/bench_ops.py --section fused --shapes 4096x14336x4096 --layout nn
     python -P bench/bench_ops.py --section mlp --mlp 8192x4096x14336 --mlp-activation silu
 
@@ -47,6 +47,8 @@ bench_mm = _load_bench_mm()
 DEFAULT_SHAPES = [(4096, 14336, 4096), (16384, 4096, 4096)]
 DEFAULT_MLP = (8192, 4096, 14336)  # tokens, d, hidden
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+# fused: "none" is the bias alone, torch.addmm (cuBLAS's own bias epilogue) against cute_gemm.addmm.
+FUSED_ACTIVATIONS = ("none",) + ACTIVATIONS
 SECTIONS = ("fused", "mlp")
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 TARGET = 1.1  # the fused epilogue should save at least this much over the unfused pair
@@ -67,8 +69,8 @@ def parse_args(argv=None):
                     help="comma list of fused, mlp, all (default: all)")
     ap.add_argument("--shapes", type=bench_mm.parse_shapes, default=DEFAULT_SHAPES,
                     help="fused: MxNxK,... (default: 4096x14336x4096,16384x4096x4096)")
-    ap.add_argument("--activations", type=lambda t: bench_mm.parse_choices(t, ACTIVATIONS, "activation"), default=["gelu"],
-                    help=f"fused: comma list of {', '.join(ACTIVATIONS)}, all (default: gelu)")
+    ap.add_argument("--activations", type=lambda t: bench_mm.parse_choices(t, FUSED_ACTIVATIONS, "activation"),
+                    default=["gelu"], help=f"fused: comma list of {', '.join(FUSED_ACTIVATIONS)}, all (default: gelu)")
     ap.add_argument("--layout", choices=bench_mm.LAYOUTS, default="nt",
                     help="fused: a then b, n = row-major, t = transposed view (default nt: b is an nn.Linear "
                          "weight's .t())")
@@ -85,7 +87,7 @@ def parse_args(argv=None):
 
 def torch_activation(torch, name: str):
     F = torch.nn.functional
-    return {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+    return {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
             "silu": F.silu}[name]
 
 
@@ -102,11 +104,14 @@ def fused_row(torch, cute_gemm, shape, activation, dname, layout, l2, seconds) -
     act = torch_activation(torch, activation)
     a0, b0 = sets[0]
     ref = act(torch.addmm(bias.float(), a0.float(), b0.float()))
-    fused = lambda a, b: cute_gemm.addmm(bias, a, b, activation=activation)
+    cute_act = None if activation == "none" else activation
+    fused = lambda a, b: cute_gemm.addmm(bias, a, b, activation=cute_act)
     # "consumers": the sm90 kernel with bias and activation in its consumer warpgroups, not handed to
-    # the activation warps (CUTE_GEMM_ACT_OFFLOAD=0); the same kernel as "fused" elsewhere.
-    impls = [("unfused", lambda a, b: act(torch.addmm(bias, a, b)), {}), ("fused", fused, {}),
-             ("consumers", fused, {"CUTE_GEMM_ACT_OFFLOAD": "0"})]
+    # the activation warps (CUTE_GEMM_ACT_OFFLOAD=0); the same kernel as "fused" elsewhere, and
+    # without an activation.
+    impls = [("unfused", lambda a, b: act(torch.addmm(bias, a, b)), {}), ("fused", fused, {})]
+    if cute_act is not None:
+        impls.append(("consumers", fused, {"CUTE_GEMM_ACT_OFFLOAD": "0"}))
     row = {"m": m, "n": n, "k": k, "dtype": dname, "layout": layout, "activation": activation, "reps": reps,
            "impls": {}}
     # Checked, then timed interleaved in one run (bench_mm.measure_row); one failing must not cost

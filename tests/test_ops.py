@@ -523,6 +523,35 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
             assert buf[:, n:].isnan().all()
 
 
+# (config row, M, N, K, knobs): a 16-bit bias where the sm90 kernel sums K slices (split-K, the
+# stream-K tail: added once, by the slice that stores the tile), on several tiles per block,
+# three consumers, an odd N (the last pair half outside the row).
+BIAS_CASES = [(2, 2100, 4200, 300, {}), (0, 2100, 2200, 1000, {"CUTE_GEMM_SPLITS": "3"}),
+              (3, 1100, 2100, 1000, {"CUTE_GEMM_STREAM_K": "1"}), (8, 2100, 4200, 200, {}),
+              (12, 1300, 3000, 700, {}), (2, 2100, 4199, 300, {})]
+
+
+@gpu
+@pytest.mark.parametrize("case", BIAS_CASES, ids=lambda c: "row{}-{}x{}x{}-{}".format(*c[:4], "-".join(c[4]) or "whole"))
+def test_addmm_bias_with_k_slices(case, monkeypatch):
+    """A 16-bit bias row on the sm90 paths of BIAS_CASES: every column right against float64 with
+    beta = 1, beta = -2 and alpha = 0.5, and torch's rounding budget."""
+    config, m, n, k, knobs = case
+    use_sm90_row(monkeypatch, config)
+    for knob, value in knobs.items():
+        monkeypatch.setenv(knob, value)
+    for dtype, (beta, alpha) in itertools.product(DTYPES, [(1, 1), (-2.0, 1), (1, 0.5)]):
+        a, b = operand(m, k, "n", dtype), operand(k, n, "t", dtype)
+        bias = randn(n, dtype=dtype)
+        ref = addmm_ref(bias, a, b, beta, alpha)
+        c = poisoned(lambda: cute_gemm.addmm(bias, a, b, beta=beta, alpha=alpha), (m, n), dtype)
+        check(c, ref, dtype, torch.addmm(bias, a, b, beta=beta, alpha=alpha))
+        # Column by column: a pair from the wrong column, or a bias added by two slices of a tile,
+        # hides in the whole matrix's error.
+        col_err = ((c.double() - ref).norm(dim=0) / ref.norm(dim=0)).max().item()
+        assert col_err <= 4 * REL_BOUND[dtype], col_err
+
+
 @gpu
 @pytest.mark.parametrize("config", [0, 2], ids=[SM90_CONFIG_NAMES[0], SM90_CONFIG_NAMES[2]])
 @pytest.mark.parametrize("activation", [a for a in ACTS if a is not None])
