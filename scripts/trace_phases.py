@@ -3,7 +3,8 @@
 Needs a trace build (measurement only; its kernels carry the recording code):
     CUTE_GEMM_TRACE=1 BUILD_ONLY=1 bash scripts/gpu_check.sh
     python3 -P scripts/trace_phases.py 8192x8192x1024 8192x8192x1024:0 256x256x256 --out $OUT
-A shape is MxNxK (bf16, both operands row-major) with an optional :row forcing the sm90 config.
+A shape is MxNxK (bf16, both operands row-major) with an optional :row forcing the sm90 config and
+an optional +bias (cute_gemm.addmm with a bias row of N elements, nn.Linear's forward epilogue).
 For each, a few untraced calls, then one traced call; it prints the per-block phases (medians over
 blocks, in SM cycles and microseconds) and saves the events (.npz) for `--load`, which re-reads saved
 traces without a GPU.
@@ -31,6 +32,9 @@ def capture(spec):
 
     import cute_gemm
 
+    spec, _, extra = spec.partition("+")
+    if extra not in ("", "bias"):
+        raise SystemExit(f"'+{extra}': the only suffix is +bias")
     shape, _, row = spec.partition(":")
     m, n, k = map(int, shape.split("x"))
     if row:
@@ -38,17 +42,20 @@ def capture(spec):
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda").bfloat16()
     b = torch.randn(k, n, device="cuda").bfloat16()
+    bias = torch.randn(n, device="cuda").bfloat16() if extra else None
+    call = (lambda: cute_gemm.addmm(bias, a, b)) if extra else (lambda: cute_gemm.mm(a, b))
+    ref = a.double() @ b.double() + (bias.double() if extra else 0)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     buf = torch.zeros(sms * 3 * CAP * 3, dtype=torch.int64, device="cuda")
     for _ in range(5):
-        cute_gemm.mm(a, b)
+        call()
     torch.cuda.synchronize()
     os.environ["CUTE_GEMM_TRACE_BUF"] = str(buf.data_ptr())
-    out = cute_gemm.mm(a, b)
+    out = call()
     torch.cuda.synchronize()
     del os.environ["CUTE_GEMM_TRACE_BUF"]
     os.environ.pop("CUTE_GEMM_SM90_CONFIG", None)
-    err = ((out.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()).item()
+    err = ((out.double() - ref).norm() / ref.norm()).item()
     assert err < 1e-2, err
     ev = buf.view(sms, 3, CAP, 3).cpu().numpy().view(np.uint64)
     used = int((ev[:, :, :, 0] != 0).any(axis=(0, 1)).nonzero()[0].max() + 1)
@@ -216,7 +223,7 @@ def main():
         ev = capture(spec)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
-            np.savez_compressed(Path(args.out) / f"trace_{spec.replace(':', '_row')}.npz", ev=ev)
+            np.savez_compressed(Path(args.out) / f"trace_{spec.replace(':', '_row').replace('+', '_')}.npz", ev=ev)
         analyze(spec, ev)
         if args.timeline:
             timeline(spec, ev)
