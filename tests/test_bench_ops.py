@@ -25,12 +25,14 @@ def test_defaults():
 
 
 def test_lists_and_their_errors(capsys):
-    assert bench.parse_args(["--activations", "all"]).activations == ["relu", "gelu", "gelu_tanh", "silu"]
+    assert bench.parse_args(["--activations", "all"]).activations == ["none", "relu", "gelu", "gelu_tanh", "silu"]
+    with pytest.raises(SystemExit):  # the bias alone is a fused-section choice, not an MLP activation
+        bench.parse_args(["--mlp-activation", "none"])
     assert bench.parse_args(["--activations", "silu, relu,silu"]).activations == ["silu", "relu"]
     assert bench.parse_args(["--section", "mlp"]).section == ["mlp"]
     assert bench.parse_args(["--shapes", "1x2x3"]).shapes == [(1, 2, 3)]
     assert bench.parse_args(["--mlp", "16X32x64"]).mlp == (16, 32, 64)
-    assert "activation 'tanh' is not one of relu, gelu, gelu_tanh, silu, all" in usage_error(
+    assert "activation 'tanh' is not one of none, relu, gelu, gelu_tanh, silu, all" in usage_error(
         capsys, ["--activations", "gelu,tanh"])
     assert "section 'both' is not one of fused, mlp, all" in usage_error(capsys, ["--section", "both"])
     assert "'8x8' is not TOKENSxDxHIDDEN" in usage_error(capsys, ["--mlp", "8x8"])
