@@ -108,7 +108,7 @@ def fused_row(torch, cute_gemm, shape, activation, dname, layout, l2, seconds) -
     fused = lambda a, b: cute_gemm.addmm(bias, a, b, activation=cute_act)
     # "consumers": the sm90 kernel with bias and activation in its consumer warpgroups, not handed to
     # the activation warps (CUTE_GEMM_ACT_OFFLOAD=0); the same kernel as "fused" elsewhere, and
-    # without an activation.
+    # left out without an activation, where it is "fused".
     impls = [("unfused", lambda a, b: act(torch.addmm(bias, a, b)), {}), ("fused", fused, {})]
     if cute_act is not None:
         impls.append(("consumers", fused, {"CUTE_GEMM_ACT_OFFLOAD": "0"}))
