@@ -176,22 +176,29 @@ CUTE_DEVICE float pair_half(uint32_t pair, int half) {
 // which ptxas fits the 128x256 kernels in their 168 registers: fp16 shuffling pairs spilled 6-12
 // bytes, bfloat16 shuffling floats 4-16 (2026-11-26). fp16 computes beta * bias, then one FFMA;
 // bfloat16 alpha * v + beta * bias as nvcc contracts it, as before.
+// The source lane and the parity come from the value's offset d from the thread's first column
+// c0 (a constant once coordinates fold) and c0 / 2: c0 = 2 (L % 4) is even, so the two columns of
+// a pair, and the two rows that share them, name the same lane and ptxas issues one shuffle for
+// all four values. With the lane computed from the column itself, (c0 + 9) / 2 did not read as
+// (c0 + 8) / 2 and each pair took two shuffles (bf16 8192x4096x1024 addmm: 124.4 -> 120.8 us,
+// docs/tuning.md section 24).
 template <class T, class V, class Coord>
 CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const GemmParams& p) {
+  const int c0 = cute::get<1>(coord(0));
   if constexpr (std::is_same_v<T, cutlass::half_t>) {
     const float lo = p.beta * pair_half<T>(pair, 0), hi = p.beta * pair_half<T>(pair, 1);
     CUTE_UNROLL
     for (int i = 0; i < cute::size(v); ++i) {
-      const int c = cute::get<1>(coord(i));  // column within the chunk (chunk 0's coordinates)
-      const float b = __shfl_sync(0xffffffffu, (c & 1) ? hi : lo, c >> 1);
+      const int d = cute::get<1>(coord(i)) - c0;
+      const float b = __shfl_sync(0xffffffffu, (d & 1) ? hi : lo, (c0 >> 1) + (d >> 1));
       v(i) = p.alpha * v(i) + b;
     }
   } else {
     CUTE_UNROLL
     for (int i = 0; i < cute::size(v); ++i) {
-      const int c = cute::get<1>(coord(i));
-      const uint32_t held = __shfl_sync(0xffffffffu, pair, c >> 1);
-      v(i) = p.alpha * v(i) + p.beta * pair_half<T>(held, c & 1);
+      const int d = cute::get<1>(coord(i)) - c0;
+      const uint32_t held = __shfl_sync(0xffffffffu, pair, (c0 >> 1) + (d >> 1));
+      v(i) = p.alpha * v(i) + p.beta * pair_half<T>(held, d & 1);
     }
   }
 }
