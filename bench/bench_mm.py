@@ -51,7 +51,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C", "CUTE_GEMM_SM90_NARROW",
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C", "CUTE_GEMM_LEAN_EPILOGUE", "CUTE_GEMM_SM90_NARROW",
          "CUTE_GEMM_ROW_COPY", "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
@@ -69,6 +69,7 @@ NAMED_VARIANTS = {
     "fasthbm": {"CUTE_GEMM_FAST_HBM": "1"},  # the sm90 chooser's rules for fast HBM (the H200's; auto: by the GPU's bandwidth)
     "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
     "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
+    "general": {"CUTE_GEMM_LEAN_EPILOGUE": "0"},  # the general sm90 kernel where the lean one would run (auto: the lean one)
     "tcopy": {"CUTE_GEMM_ROW_COPY": "0"},  # unaligned operands and C copied by torch's copy_ (auto: the row copy kernel)
     "cscratch": {"CUTE_GEMM_C_STAGED": "0"},  # C rows TMA cannot store: a scratch C copied out (auto: the consumers write staged rows)
 }

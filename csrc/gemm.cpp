@@ -787,6 +787,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   p.grid_limit = prop->multiProcessorCount;
   p.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1) != 0;
   p.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1) != 0;
+  p.lean_epilogue = env_int("CUTE_GEMM_LEAN_EPILOGUE", 0, 1) != 0;
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
   // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (2026-11-25:

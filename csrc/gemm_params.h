@@ -94,6 +94,10 @@ struct GemmParams {
   // (sm90/kernel.h). CUTE_GEMM_LATE_C=0 fences and stores them in the epilogue (tests and
   // benchmarks compare the two).
   bool late_c = true;
+  // SM90: the lean kernel (no general X, activation or staged rows in its code) where it serves the
+  // call (sm90/kernel.h, lean_applies). CUTE_GEMM_LEAN_EPILOGUE=0 runs the general kernel (tests and
+  // benchmarks compare the two).
+  bool lean_epilogue = true;
 
   // Builds with -DCUTE_GEMM_TRACE only (setup.py: CUTE_GEMM_TRACE=1): where the SM90 kernel
   // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.

@@ -87,10 +87,12 @@ def alone_us(call, reps: int = 10, seconds: float = 0.05) -> float:
 
 
 def short(name: str) -> str:
-    """A kernel's name, cut to what tells kernels apart (cute_gemm's: the traits' arguments)."""
-    traits = re.search(r"KernelTraits<([^>]*)>", name)
+    """A kernel's name, cut to what tells kernels apart (cute_gemm's: the traits' arguments and the
+    kernel's kind: general, offload (the activation warps') or lean)."""
+    traits = re.search(r"KernelTraits<([^>]*)>, (true|false), (true|false)>", name)
     if traits:
-        return "cute " + re.sub(r"\(cute_gemm::DType\)", "", traits.group(1)).replace(" ", "")
+        kind = {"true": " offload", "false": ""}[traits.group(2)] + {"true": " lean", "false": ""}[traits.group(3)]
+        return "cute " + re.sub(r"\(cute_gemm::DType\)", "", traits.group(1)).replace(" ", "") + kind
     return name[:60]
 
 

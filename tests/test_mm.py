@@ -321,6 +321,75 @@ def test_late_c_pair(case, layout, monkeypatch):
         assert torch.equal(got["0"][0], got["1"][0]) and torch.equal(got["0"][1], got["1"][1])
 
 
+def sm90_kernel_kinds(fn) -> set[str]:
+    """The kinds of sm90 GEMM kernel fn() launched, by torch.profiler: "general", "offload" (the
+    activation warps') or "lean" (gemm_kernel<Traits, kOffload, kLean>)."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    kinds = {"false, false": "general", "true, false": "offload", "false, true": "lean"}
+    found = set()
+    for e in prof.events():
+        m = re.search(r"gemm_kernel<.*, (true|false), (true|false)>\(", e.name)
+        if e.device_type == torch.autograd.DeviceType.CUDA and m:
+            found.add(kinds[f"{m.group(1)}, {m.group(2)}"])
+    return found
+
+
+# (config row, M, N, K, K slices: 1, 3 or "sk" for the stream-K tail): every row with a lean
+# kernel, edges in M and N, several tiles per block, split-K and stream-K sums.
+# (N a multiple of 8: rows TMA can store, the lean kernel's C.)
+LEAN_CASES = [(0, 2000, 2304, 200, 1), (1, 1500, 2104, 520, 1), (2, 4100, 4104, 300, 1), (3, 700, 904, 1000, 3),
+              (4, 300, 1000, 72, 1), (5, 130, 520, 4100, 3), (7, 2100, 3104, 300, 1), (8, 2000, 1904, 640, 1),
+              (9, 1300, 1400, 2000, 3), (12, 1900, 2104, 640, 1), (2, 2100, 4400, 720, "sk"), (0, 1000, 1000, 2504, "sk")]
+
+
+@pytest.mark.parametrize("case", LEAN_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+def test_lean_kernel_gives_the_general_kernels_bits(case, layout, monkeypatch):
+    """The lean sm90 kernel (CUTE_GEMM_LEAN_EPILOGUE=1, the default: no general X, activation or
+    staged rows in its code) runs the plain product, a 16-bit bias and alpha / beta scaling, and
+    gives the general kernel's bits (=0) on NaN-poisoned outputs; a C input, an activation and
+    fp32 C still take the general kernel."""
+    use_family(monkeypatch, "sm90")
+    row, m, n, k, slices = case
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1" if slices == "sk" else "0")
+    if slices != "sk":
+        monkeypatch.setenv("CUTE_GEMM_SPLITS", str(slices))
+    for dtype in DTYPES:
+        a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
+        bias = torch.randn(n, device="cuda").to(dtype)
+        ref = a.double() @ b.double()
+
+        def calls():
+            outs = [torch.full((m, n), float("nan"), device="cuda", dtype=dtype) for _ in range(3)]
+            cute_gemm.mm(a, b, out=outs[0])
+            cute_gemm.addmm(bias, a, b, out=outs[1])
+            cute_gemm.addmm(bias, a, b, beta=0.5, alpha=2.0, out=outs[2])
+            return outs
+
+        got = {}
+        for lean in ("1", "0"):
+            monkeypatch.setenv("CUTE_GEMM_LEAN_EPILOGUE", lean)
+            holder = []
+            assert sm90_kernel_kinds(lambda: holder.append(calls())) == {"lean" if lean == "1" else "general"}
+            got[lean] = holder[0]
+        for x, y in zip(got["1"], got["0"]):
+            assert not x.isnan().any() and torch.equal(x, y)
+        refs = [ref, ref + bias.double(), 2.0 * ref + 0.5 * bias.double()]
+        for out, r in zip(got["1"], refs):
+            assert rel_err(out, r) <= REL_BOUND[dtype]
+        # Forms the lean kernel leaves out: the general kernel runs them.
+        monkeypatch.setenv("CUTE_GEMM_LEAN_EPILOGUE", "1")
+        c_in = torch.randn(m, n, device="cuda").to(dtype)
+        assert sm90_kernel_kinds(lambda: cute_gemm.addmm(c_in, a, b)) == {"general"}
+        assert sm90_kernel_kinds(lambda: cute_gemm.mm(a, b, out_dtype=torch.float32)) == {"general"}
+        if slices == 1:  # (an activation takes whole tiles: no K slices)
+            assert sm90_kernel_kinds(lambda: cute_gemm.addmm(bias, a, b, activation="relu")) <= {"general", "offload"}
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_row7_several_tiles(layout, monkeypatch):
     """Row 7 (128x192 tiles: six 32-column C chunks, all stored under the next unit's main loop)
@@ -458,6 +527,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAST_HBM", "2", r"CUTE_GEMM_FAST_HBM must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_LATE_C", "on", r"CUTE_GEMM_LATE_C must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_LEAN_EPILOGUE", "2", r"CUTE_GEMM_LEAN_EPILOGUE must be an integer in \[0, 1\]"),
     # Exactly the documented values: no spaces, signs or words.
     ("CUTE_GEMM_SPLITS", " 2", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\], got ' 2'"),
     ("CUTE_GEMM_PDL", "+1", r"CUTE_GEMM_PDL must be an integer in \[0, 1\], got '\+1'"),

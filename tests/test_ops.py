@@ -608,8 +608,8 @@ def kernel_names(fn) -> list[str]:
 
 
 def offload_ran(fn) -> bool:
-    """Whether fn() ran the sm90 activation warps' kernel (gemm_kernel<Traits, true>)."""
-    return any(re.search(r"gemm_kernel<.*, true>\(", name) for name in kernel_names(fn))
+    """Whether fn() ran the sm90 activation warps' kernel (gemm_kernel<Traits, true, false>)."""
+    return any(re.search(r"gemm_kernel<.*, true, false>\(", name) for name in kernel_names(fn))
 
 
 @gpu

@@ -221,7 +221,12 @@ CUTE_DEVICE void write_staged_rows(SmemC sC, int buf, int c, typename Tr::CEleme
 
 // kOffload: the activation warps' kernel (see below), launched by run() where they apply; it has
 // no split-K / stream-K and no epilogue math in the consumers, which keeps their registers free.
-template <class Tr, bool kOffload>
+// kLean: the kernel of the common call (lean_applies, below): TMA-stored 16-bit C, at most alpha
+// and a 16-bit bias row, no activation. It leaves out the general X term, the consumers'
+// activations, the staged rows and the element stores, which are most of the general kernel's
+// code (21,744 instructions against 3,592 on row 2, docs/tuning.md section 24): the epilogue's
+// instruction-cache misses were its largest stall.
+template <class Tr, bool kOffload, bool kLean = false>
 __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTANT KernelParams<Tr> const params) {
 #if defined(CUTE_GEMM_SM90_ENABLED)
   using T = typename Tr::Element;
@@ -504,7 +509,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     // issuing its WGMMAs and waiting for them, so the tensor cores work while the stores are
     // staged (a cooperative kernel otherwise idles them for the whole epilogue). A block's last
     // unit, with no main loop after it, stores its own chunks.
-    const bool stage_c = Tr::kStageC && (kOffload || p.c_vector_ok || p.c_staged);
+    const bool stage_c = kLean || (Tr::kStageC && (kOffload || p.c_vector_ok || p.c_staged));
+    // Rows TMA cannot store (GemmParams::c_staged), written by the consumers; never in the lean kernel.
+    const bool c_staged = !kLean && p.c_staged;
     // The first kImmediate chunks are stored in the epilogue itself: 128 accumulators next to
     // the 16-bit values of four (64 registers) or three chunks of a 64x256 slice outgrow the
     // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
@@ -542,7 +549,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       }
       tma_store_fence();  // make these generic-proxy writes visible to the TMA (async proxy)
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-      if (p.c_staged) {  // rows TMA cannot store: the warpgroup writes them (never deferred)
+      if (c_staged) {  // rows TMA cannot store: the warpgroup writes them (never deferred)
         for_each(make_int_sequence<n>{}, [&](auto i) { write_slice(consumer, j0 + i, (j0 + i) % 2); });
       } else if (leader) {
         for_each(make_int_sequence<n>{}, [&](auto i) {
@@ -725,7 +732,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       const bool math = kOffload ? p.x != nullptr || p.alpha != 1.f : p.epilogue_math();
       // Deferred only when this block has another unit to hide the stores under.
       // (Rows TMA cannot store are written by the consumers themselves: in the epilogue.)
-      const bool defer_tile = stage_c && !p.c_staged && cursor.has_next();
+      const bool defer_tile = stage_c && !c_staged && cursor.has_next();
       // The tile whose chunks are stored, kept where the leader finds it when it stores them: in
       // shared memory, not registers (ptxas spilled), and not recomputed per chunk (tile_of's
       // divisions held the warpgroup at every chunk's barrier: 8192x8192x1024 5 % slower).
@@ -735,7 +742,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         Tensor v = acc_chunks(_, j);
         const int ccol0 = col0 + j * Tr::kChunkN;
         // tCcC(i), i < kChunkValues: chunk 0's coordinates; chunk j's are kChunkN j columns further.
-        if (__builtin_expect(math, 0)) epilogue_chunk<T, !kOffload>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
+        if (__builtin_expect(math, 0)) {
+          epilogue_chunk<T, !kOffload && !kLean, !kLean>(v, tCcC, row0, ccol0, bias16, bias_pairs[j], p);
+        }
         if (__builtin_expect(stage_c, 1)) {
           if constexpr (kOffload && std::is_same_v<CT, cutlass::half_t>) {
             // A pre-activation below float16's range: -inf in 16 bits, where every activation
@@ -763,6 +772,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
               store_chunk(jc);
             }
           }
+        } else if constexpr (kLean) {
+          // (stage_c holds: nothing else to store with)
         } else if (p.c_f32) {
           store_direct(v, tCcC, row0, ccol0, static_cast<float*>(p.c) + tile.l * p.batch_c, p);
         } else {
@@ -771,7 +782,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         }
       });
       // Staged rows: everyone has read this tile's smem.c_tile before the leader writes the next.
-      if (stage_c && p.c_staged) cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
+      if (stage_c && c_staged) cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
       deferred = !defer_tile ? 0 : kPairImmediate && p.late_c ? 2 : 1;
       trace(kTrEpilogueDone, units - 1);
     }
@@ -789,7 +800,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
 #endif
 }
 
-template <class Tr, bool kOffload>
+// 0: the general kernel, 1: the activation warps', 2: the lean one.
+template <class Tr, int kKind>
 struct KernelTag {};
 template <class Tr>
 struct RegisterTag {};
@@ -808,6 +820,20 @@ bool offload_applies(const GemmParams& p) {
          (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
 }
 
+// The tiles that have the lean kernel: TMA-stored C chunks of 64 columns or more (the narrow
+// rows' chunks, and rows 6, 10 and 11's 16- and 32-column ones, stay with the general kernel:
+// they are small already).
+template <class Tr>
+constexpr bool kLeanTile = Tr::kStageC && Tr::kBN >= 64 && !Tr::kCpAsync;
+
+// Whether the lean kernel serves p: 16-bit C with 16-byte aligned rows, no activation, and X at
+// most a 16-bit bias row (the forms of the epilogue it keeps). Split-K and stream-K alike.
+template <class Tr>
+bool lean_applies(const GemmParams& p) {
+  return kLeanTile<Tr> && p.lean_epilogue && p.c_vector_ok && !p.c_f32 && p.act == Activation::kNone &&
+         (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
+}
+
 template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
 cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
@@ -821,23 +847,38 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
       return &gemm_kernel<Tr, false>;
     }
   }();
-  if (cudaError_t e = opt_in_smem<KernelTag<Tr, false>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
+  auto* lean_kernel = [] {  // instantiated only where lean_applies can hold
+    if constexpr (kLeanTile<Tr>) {
+      return &gemm_kernel<Tr, false, true>;
+    } else {
+      return &gemm_kernel<Tr, false>;
+    }
+  }();
+  if (cudaError_t e = opt_in_smem<KernelTag<Tr, 0>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
     return e;
   }
   if constexpr (kOffloadTile<Tr>) {
-    if (cudaError_t e = opt_in_smem<KernelTag<Tr, true>>(reinterpret_cast<const void*>(offload_kernel), smem);
+    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 1>>(reinterpret_cast<const void*>(offload_kernel), smem);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
+  if constexpr (kLeanTile<Tr>) {
+    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 2>>(reinterpret_cast<const void*>(lean_kernel), smem);
         e != cudaSuccess) {
       return e;
     }
   }
   // The warpgroups' setmaxnreg split must fit the registers the block launches with (traits.h
   // asserts it against the most the launch bounds allow; this checks what ptxas gave the kernel):
-  // otherwise the consumers' increase would wait forever. Once per device.
+  // otherwise the consumers' increase would wait forever. Once per device; the fewer of the general
+  // and the lean kernel's (the offload kernel's split is its own, 56 + 2 x 224).
   int regs = 0;
   if (cudaError_t e = once_per_device<RegisterTag<Tr>>(&regs, [&](int* r) {
-        cudaFuncAttributes attr{};
-        const cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
-        *r = attr.numRegs;
+        cudaFuncAttributes attr{}, lean{};
+        cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
+        if (err == cudaSuccess) err = cudaFuncGetAttributes(&lean, reinterpret_cast<const void*>(lean_kernel));
+        *r = std::min(attr.numRegs, lean.numRegs);
         return err;
       });
       e != cudaSuccess) {
@@ -906,9 +947,11 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
   // (and below 2^31 - grid, so that the blocks' `u += step` cannot overflow either)
   if (units * Tr::kCluster > std::numeric_limits<int>::max() - p.grid_limit) return cudaErrorInvalidValue;
-  // The activation warps' kernel where it applies and blocks have two tiles or more: a block's
-  // last tile has no main loop after it to hide their work under.
-  auto* kernel = units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel : general;
+  // The activation warps' kernel where it applies and blocks have two tiles or more (a block's
+  // last tile has no main loop after it to hide their work under); else the lean one where it applies.
+  auto* kernel = units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel
+                 : lean_applies<Tr>(params.p)                          ? lean_kernel
+                                                                        : general;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   config.numAttrs = p.pdl ? 2 : 1;

@@ -23,16 +23,17 @@ struct KernelParams {
   GemmParams p;
 };
 
-template <class Tr, bool kOffload>
+template <class Tr, bool kOffload, bool kLean = false>
 __global__ void gemm_kernel(KernelParams<Tr> const) {}
 
 template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
 cudaError_t run(const GemmParams&, cudaStream_t) {
-  // Both kernels kernel.h's run may take (the offload one only for some tiles: an extra empty
-  // kernel in this pass's code is harmless, a missing one would not be).
+  // The kernels kernel.h's run may take (the offload and the lean one only for some tiles: an
+  // extra empty kernel in this pass's code is harmless, a missing one would not be).
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
   const void* kernels[] = {reinterpret_cast<const void*>(&gemm_kernel<Tr, false>),
-                           reinterpret_cast<const void*>(&gemm_kernel<Tr, true>)};
+                           reinterpret_cast<const void*>(&gemm_kernel<Tr, true>),
+                           reinterpret_cast<const void*>(&gemm_kernel<Tr, false, true>)};
   (void)kernels;
   return cudaErrorInvalidDeviceFunction;  // host code comes from the host pass, never from here
 }
