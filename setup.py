@@ -69,13 +69,13 @@ if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE"):
 # row-major a @ b is "kn"); the dispatch tables hold no kernel for the others, whose calls are an
 # error naming the knob. Unset: every layout (the product).
 layouts = [x.strip() for x in os.environ.get("CUTE_GEMM_LAYOUTS", "").split(",") if x.strip()]
-LAYOUT_BITS = {"kk": 3, "kn": 2, "mk": 1, "mn": 0}  # bit a_kmajor * 2 + b_kmajor (csrc/gemm.cpp)
+LAYOUT_BITS = {"kk": 3, "kn": 2, "mk": 1, "mn": 0}  # bit a_kmajor * 2 + b_kmajor (csrc/dispatch.h)
 if layouts:
     unknown = sorted(set(layouts) - set(LAYOUT_BITS))
     if unknown:
         raise SystemExit(f"CUTE_GEMM_LAYOUTS: {unknown} not among {sorted(LAYOUT_BITS)}")
     mask = f"-DCUTE_GEMM_LAYOUTS_MASK={sum(1 << LAYOUT_BITS[x] for x in set(layouts))}"
-    cxx_flags.append(mask)  # gemm.cpp's tables
+    cxx_flags.append(mask)  # dispatch.cpp's tables
     nvcc_flags.append(mask)  # the instantiation files' #if lines
     print(f"cute_gemm: a development build with the layouts {', '.join(layouts)} only (CUTE_GEMM_LAYOUTS)")
 
@@ -93,7 +93,8 @@ def wanted(path: Path) -> bool:
     return path.stem.split("_")[0] != "sm90n" or sm90_narrow_build == "1"  # family, dtype, c<row>
 
 
-sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
+sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
+           "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu") if wanted(p)
 )
 

@@ -617,6 +617,26 @@ def format_tables(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def plan_text(plan) -> str:
+    """cute_gemm.explain()'s plan in a few words: family, tile row, K slices, stream-K, swapped."""
+    if plan.get("route") != "kernel":
+        return plan.get("route", "?")
+    extra = (f"/{plan['splits']}" if plan["splits"] > 1 else "") + (" sk" if plan["stream_k_tiles"] else "")
+    return f"{plan['family']} row {plan['row']}{extra}{' swapped' if plan['swapped'] else ''}"
+
+
+def record_plans(cute_gemm, impls, row: dict, operands) -> None:
+    """Each cute_gemm variant's plan for this shape (cute_gemm.explain under its knobs), in its
+    result: what ran, beside how fast."""
+    explain = getattr(cute_gemm, "explain", None)
+    for name, _, settings in impls:
+        res = row["impls"].get(name)
+        if explain is None or not name.startswith("cute[") or not isinstance(res, dict) or "error" in res:
+            continue
+        with knobs(settings):
+            res["plan"] = plan_text(explain(*operands))
+
+
 def progress_line(row: dict) -> str:
     cells = []
     for name, res in row["impls"].items():
@@ -626,7 +646,8 @@ def progress_line(row: dict) -> str:
             cells.append(f"{name} failed")
         else:
             ratio = "" if name == TORCH else f" {res['x_torch']:.2f}x"
-            cells.append(f"{name} {res['us']:.1f} us {res['tflops']:.1f} TFLOP/s{ratio}")
+            plan = f" ({res['plan']})" if "plan" in res else ""
+            cells.append(f"{name} {res['us']:.1f} us {res['tflops']:.1f} TFLOP/s{ratio}{plan}")
     return f"{row['dtype']:4} {row['m']:>6}x{row['n']:>6}x{row['k']:>6}  " + " | ".join(cells)
 
 
@@ -803,6 +824,7 @@ def main(argv=None) -> int:
                     res = {"error": first_line(res)}
                 row["impls"][name] = res
                 triton_worked |= name == TRITON and "error" not in res
+            record_plans(cute_gemm, impls, row, sets[0])
             rows.append(finish_row(row, env["peak_tflops"]))
             print(f"[{len(rows):>3}/{total} {time.monotonic() - started:5.0f} s] {progress_line(row)}", flush=True)
             del sets, ref

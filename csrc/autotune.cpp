@@ -105,7 +105,7 @@ int open_regular(int dir, const std::string& name, int flags, mode_t mode = 0600
 
 // The valid entries of `name` in the folder; an unreadable, stale, foreign or odd file gives none.
 // (C stdio and strtol, not streams: numbers never go through the iostream locale facets, which
-// crashed an extension built against another libstdc++ copy; see num() in gemm.cpp.)
+// crashed an extension built against another libstdc++ copy; see num() in checks.h.)
 std::unordered_map<std::string, Choice> read_entries(int dir, const std::string& name) {
   std::unordered_map<std::string, Choice> entries;
   const int fd = open_regular(dir, name, O_RDONLY);

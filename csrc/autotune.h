@@ -26,7 +26,7 @@ struct Choice {
   double us = 0;   // the time measured for it
 };
 
-// On when CUTE_GEMM_AUTOTUNE=1, read on every call with the other knobs (gemm.cpp, autotune_on).
+// On when CUTE_GEMM_AUTOTUNE=1, read on every call with the other knobs (knobs.cpp, read_overrides).
 
 // The cache file for a GPU; `tables` fingerprints the config tables the indices refer to.
 std::string cache_path(const std::string& gpu_name, const std::string& tables);

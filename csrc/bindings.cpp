@@ -29,7 +29,12 @@ TORCH_LIBRARY(cute_gemm, m) {
       "ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");
   m.def("bmm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor");
   m.def("bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");
+  // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
+  m.def(
+      "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "
+      "ScalarType? out_dtype=None, Tensor? out=None) -> str");
 }
+TORCH_LIBRARY_IMPL(cute_gemm, CompositeImplicitAutograd, m) { m.impl("explain", &cute_gemm::explain); }
 
 // CUDA runs the ops; CPU and sparse tensors reach the same checks, so the error names the
 // argument and the rule instead of the dispatcher's "could not run with arguments from the ...

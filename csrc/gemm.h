@@ -1,6 +1,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/string_view.h>
@@ -20,6 +21,11 @@ at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor&
 at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
                       double alpha, std::optional<c10::string_view> activation,
                       std::optional<at::ScalarType> out_dtype, at::Tensor& out);
+// The plan a call of mm (2-D a, b), addmm (with input) or bmm (3-D) would run, as "key=value"
+// lines (plan.h, describe); no GPU work. out: the out= tensor of the call, if any.
+std::string explain(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& input, double beta,
+                    double alpha, std::optional<c10::string_view> activation, std::optional<at::ScalarType> out_dtype,
+                    const std::optional<at::Tensor>& out);
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 

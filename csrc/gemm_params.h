@@ -11,7 +11,7 @@
 
 // A development build (setup.py's CUTE_GEMM_LAYOUTS) compiles the kernels of some operand layouts
 // only: bit a_kmajor * 2 + b_kmajor of the mask, read by the instantiation files' #if lines and by
-// gemm.cpp's dispatch tables. The product builds all four.
+// dispatch.cpp's tables. The product builds all four.
 #ifndef CUTE_GEMM_LAYOUTS_MASK
 #define CUTE_GEMM_LAYOUTS_MASK 15
 #endif

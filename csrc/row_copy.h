@@ -1,4 +1,4 @@
-// The row copies of the unaligned path (gemm.cpp): a 16-bit operand into a buffer with padded,
+// The row copies of the unaligned path (operands.cpp): a 16-bit operand into a buffer with padded,
 // 16-byte aligned rows, and a scratch C out into rows that TMA cannot store.
 #pragma once
 

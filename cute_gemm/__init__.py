@@ -6,6 +6,7 @@
     z = cute_gemm.bmm(a3, b3)                               # (B, M, K) @ (B, K, N), one launch
     v = cute_gemm.matmul(x3, w.t())                         # torch.matmul's rules on mm/bmm
     layer = cute_gemm.nn.Linear(4096, 1024, activation="relu")  # a drop-in torch.nn.Linear
+    print(cute_gemm.explain(a, b))                          # the kernel and tile a call would run
 
 All of them are torch ops (torch.ops.cute_gemm.*) with fake implementations and autograd
 formulas, so they work under torch.compile and in backward; see cute_gemm/ops.py.
@@ -26,7 +27,7 @@ except ImportError as e:  # pragma: no cover - depends on how the package was in
     ) from e
 
 from . import nn
-from .ops import addmm, bmm, matmul, mm
+from .ops import addmm, bmm, explain, matmul, mm
 
 __version__ = "0.1.0"
-__all__ = ["mm", "addmm", "bmm", "matmul", "nn"]
+__all__ = ["mm", "addmm", "bmm", "matmul", "explain", "nn"]

@@ -116,6 +116,47 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return c.squeeze(-2) if a.dim() == 1 else c
 
 
+class Explanation(dict):
+    """The plan a call would run (cute_gemm.explain): a dict of the plan's fields, printed as its
+    "key=value" lines."""
+
+    _INTS = ("row", "splits", "stream_k_tiles", "batch", "rows")
+    _BOOLS = ("tf32", "swapped", "folded_batches", "pdl", "fast_hbm", "autotune")
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            self[key] = int(value) if key in self._INTS else value == "true" if key in self._BOOLS else value
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def explain(a: torch.Tensor, b: torch.Tensor, input: torch.Tensor | None = None, *, beta=1, alpha=1,
+            activation: str | None = None, out: torch.Tensor | None = None,
+            out_dtype: torch.dtype | None = None) -> Explanation:
+    """What mm(a, b) (2-D), addmm(input, a, b, ...) (with input) or bmm(a, b) (3-D) would run on
+    these tensors, without running anything: the kernel family, the tile row of its table
+    (csrc/sm90/configs.h, csrc/sm80/configs.h) and the rule that chose it, K slices, the stream-K
+    tail, which operands are copied, where C is written, and whether the autotune cache may
+    replace the row (CUTE_GEMM_AUTOTUNE=1). The same checks as the op: a bad argument raises the
+    op's error. The CUTE_GEMM_* development knobs apply as they would to the call.
+
+        >>> print(cute_gemm.explain(x, w.t()))       # route=kernel, rule=..., family=sm90, row=2, ...
+        >>> cute_gemm.explain(x, w.t())["row"]
+    """
+    _require_tensor("explain", "a", a)
+    _require_tensor("explain", "b", b)
+    if input is not None:
+        _require_tensor("explain", "input", input)
+    if out is not None:
+        _require_tensor("explain", "out", out)
+    return Explanation(torch.ops.cute_gemm.explain(a, b, input, beta=beta, alpha=alpha, activation=activation,
+                                                   out_dtype=out_dtype, out=out))
+
+
 def _require_tensor(op: str, name: str, value) -> None:
     # For a non-tensor the dispatcher raises a RuntimeError about casting; a Python caller
     # expects a TypeError that names the argument.

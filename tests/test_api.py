@@ -18,6 +18,17 @@ def test_cpu_tensors_are_refused_with_the_argument_named():
         cute_gemm.mm(a, b)
 
 
+def test_explain_checks_as_the_op_does():
+    a = torch.randn(4, 8, dtype=torch.bfloat16)
+    b = torch.randn(8, 3, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"mm: a must be a CUDA tensor, got device cpu"):
+        cute_gemm.explain(a, b)
+    with pytest.raises(ValueError, match=r"addmm: a must be a CUDA tensor"):
+        cute_gemm.explain(a, b, torch.randn(3, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="explain: b must be a torch.Tensor, got int"):
+        cute_gemm.explain(a, 3)
+
+
 @pytest.mark.parametrize("to_sparse", [torch.Tensor.to_sparse, torch.Tensor.to_sparse_csr], ids=["coo", "csr"])
 def test_sparse_tensors_are_refused(to_sparse):
     a = to_sparse(torch.randn(4, 8, dtype=torch.float16))

@@ -103,7 +103,7 @@ def test_corrupt_or_stale_cache_is_ignored(damage, cache_dir, family):
         path.write_text(f"cute_gemm-autotune 0 {path.name}\n{key}\t0 1 1.0\n")
     elif damage == "torn-rows":  # lines that do not parse: no tab, a field missing, out of range
         path.write_text(f"{HEADER}{path.name}\n{key} 0 1 1.0\n{key}\t0 1\n{key}\t99 1 1.0\n")
-    elif damage == "unknown-config":  # parses, but this build has no row 60: gemm.cpp refuses it
+    elif damage == "unknown-config":  # parses, but this build has no row 60: gemm.cpp's autotune refuses it
         path.write_text(f"{HEADER}{path.name}\n{key}\t60 1 1.0\n")
     elif damage == "unbuilt-kernel":  # a row without a kernel for this call's layout (B N-major): sm80
         # row 2 is built narrow only, sm90 row 6 (a swapped decode row) with a K-major B only

@@ -400,3 +400,11 @@ def test_triton_kernel_in_the_interpreter():
                          env=dict(os.environ, TRITON_INTERPRET="1"), timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == "ok 13"
+
+
+def test_plan_text_names_what_ran():
+    plan = {"route": "kernel", "family": "sm90", "row": 2, "splits": 1, "stream_k_tiles": 0, "swapped": False}
+    assert bench.plan_text(plan) == "sm90 row 2"
+    assert bench.plan_text({**plan, "row": 10, "splits": 2, "swapped": True}) == "sm90 row 10/2 swapped"
+    assert bench.plan_text({**plan, "stream_k_tiles": 66}) == "sm90 row 2 sk"
+    assert bench.plan_text({"route": "torch"}) == "torch"

@@ -390,6 +390,41 @@ def test_lean_kernel_gives_the_general_kernels_bits(case, layout, monkeypatch):
             assert sm90_kernel_kinds(lambda: cute_gemm.addmm(bias, a, b, activation="relu")) <= {"general", "offload"}
 
 
+# (M, N, K, layout, with a bias): the chooser's rows 2, 0, 12, 9 and 5, a swapped decode row.
+EXPLAIN_CASES = [(4096, 4096, 4096, "nt", False), (8192, 4096, 1024, "nt", True), (2048, 2048, 2048, "nn", False),
+                 (3072, 1024, 8192, "tn", False), (512, 1024, 8192, "nn", False), (64, 8192, 8192, "nt", True),
+                 (16, 4096, 4096, "nn", False), (1000, 1000, 1000, "nn", False)]
+
+
+@pytest.mark.parametrize("case", EXPLAIN_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_explain_names_the_kernel_that_runs(case, monkeypatch):
+    """cute_gemm.explain() launches nothing, allocates nothing, and names the sm90 row that the
+    call then runs (kernel names, sm90_rows_run below); the copies it lists are the call's
+    allocations."""
+    use_family(monkeypatch, "sm90")
+    m, n, k, layout, with_bias = case
+    a, b = make_operand(m, k, layout[0], torch.bfloat16), make_operand(k, n, layout[1], torch.bfloat16)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    args = (a, b, bias) if with_bias else (a, b)
+    before = allocations()
+    plan = {}
+    assert sm90_rows_run(lambda: plan.update(cute_gemm.explain(*args))) == set()
+    assert allocations() == before
+    assert plan["route"] == "kernel" and plan["family"] == "sm90" and plan["rule"], plan
+    assert plan["swapped"] == (m <= 32 and not with_bias)
+    run = (lambda: cute_gemm.addmm(bias, a, b)) if with_bias else (lambda: cute_gemm.mm(a, b))
+    assert sm90_rows_run(run) == {plan["row"]}, str(plan)
+    copies = plan["a"].endswith("copied") + plan["b"].endswith("copied")
+    before = allocations()
+    run()
+    # The output, the copies, a split-K or stream-K workspace.
+    assert allocations() - before == 1 + copies + (plan["splits"] > 1 or plan["stream_k_tiles"] > 0), str(plan)
+    # bmm, and a CUTE_GEMM_* knob, as the call sees them.
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "1")
+    assert cute_gemm.explain(a, b)["row"] == 1
+    assert cute_gemm.explain(a.unsqueeze(0), b.unsqueeze(0))["row"] == 1
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_row7_several_tiles(layout, monkeypatch):
     """Row 7 (128x192 tiles: six 32-column C chunks, all stored under the next unit's main loop)
@@ -998,7 +1033,7 @@ def test_swapped_decode_path(monkeypatch, swap_row):
 
 
 def fast_hbm_class() -> bool | None:
-    """Whether gemm.cpp takes sm90's rules for fast HBM on the current GPU: its peak HBM bandwidth
+    """Whether plan_for takes sm90's rules for fast HBM on the current GPU: its peak HBM bandwidth
     (memory clock x bus width x 2) per SM against configs.h's kFastHbmMBsPerSm; None where this
     torch does not report the memory clock."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -1006,7 +1041,7 @@ def fast_hbm_class() -> bool | None:
     if not (khz and bits):
         return None
     threshold = re.search(r"kFastHbmMBsPerSm = (\d+);", (CSRC / "sm90" / "configs.h").read_text())
-    gbs = int(2 * khz * 1e3 * bits / 8 / 1e9)  # gemm.cpp's peak_hbm_gbs
+    gbs = int(2 * khz * 1e3 * bits / 8 / 1e9)  # knobs.cpp's peak_hbm_gbs
     return 1000 * gbs >= int(threshold.group(1)) * props.multi_processor_count
 
 

@@ -4,7 +4,7 @@ against the choosers of csrc/sm80/configs.h and csrc/sm90/configs.h, asked over 
 problems and GPUs (host compiler only). Pinned rows (tests, benchmarks) and the autotune cache may
 reach no further than what is built; a kernel outside the choosers' reach costs build time only.
 
-How a chosen row becomes a kernel (csrc/gemm.cpp): an unswapped call runs its operands' own layout,
+How a chosen row becomes a kernel (csrc/plan.cpp, csrc/dispatch.cpp): an unswapped call runs its operands' own layout,
 any of the four; the swapped decode path (M <= 32) runs C^T = B^T A^T on A read K-major, so its
 kernel's B is K-major and its A is the call's B in either layout; the narrow sm80 kernels serve
 any layout; TF32 runs one K-major kernel per family (the host copies other layouts)."""
@@ -100,7 +100,7 @@ def test_every_file_holds_both_dtypes_of_a_row():
 
 @needs_cxx
 def test_the_dispatch_tables_rule_is_the_files_rule(tmp_path):
-    """gemm.cpp's tables hold a kernel where sm80::has_plain / sm90::has_kernel say so; generate.py
+    """dispatch.cpp's tables hold a kernel where sm80::has_plain / sm90::has_kernel say so; generate.py
     writes the files by its own reading of configs.h (plain_layouts): the two must agree, or the
     extension fails to load (a table entry without its file) or compiles a kernel no table holds."""
     src = tmp_path / "rule.cpp"

@@ -2,7 +2,7 @@
 kernels for every operand layout it is built for.
 
 Run from anywhere: python csrc/instantiations/generate.py. The set written here must match the
-dispatch tables in csrc/gemm.cpp (a missing kernel is a link error naming the instantiation;
+dispatch tables in csrc/dispatch.cpp (a missing kernel is a link error naming the instantiation;
 tests/test_build_paths.py and tests/test_reachable.py check both directions).
 
 Why a row's layouts share a file: most of a file's compile time is spent once per file (the
@@ -27,7 +27,7 @@ DTYPES = {"f16": "kF16", "bf16": "kBF16"}
 LAYOUTS = {"kk": (True, True), "kn": (True, False), "mk": (False, True), "mn": (False, False)}
 FAMILIES = ["sm80", "sm90"]
 # TF32 (float32 operands under torch's allow_tf32): K-major operands only (the host copies others),
-# one tile per family. Must match tf32_launcher in csrc/gemm.cpp.
+# one tile per family. Must match tf32_launcher in csrc/dispatch.cpp.
 TF32 = [("sm80", 1), ("sm90", 1)]
 
 
@@ -54,7 +54,7 @@ def swap_configs(configs_h: Path) -> list[int]:
 
 def plain_layouts(family: str, cfg: int) -> list[str]:
     """The layouts row `cfg` of `family` has a plain (non-narrow) kernel for: the rule of
-    sm80::has_plain and sm90::has_kernel (csrc/<family>/configs.h), which gemm.cpp's tables follow."""
+    sm80::has_plain and sm90::has_kernel (csrc/<family>/configs.h), which dispatch.cpp's tables follow."""
     configs_h = REPO / "csrc" / family / "configs.h"
     if family == "sm80":
         return list(LAYOUTS) if cfg in row_list(configs_h, "kPlainConfigs") else []
@@ -86,7 +86,7 @@ def files() -> dict[str, str]:
         # layout of the rows kNarrowConfigs lists (setup.py builds the sm90 ones on request only).
         for (dname, dtype), cfg in product(DTYPES.items(), narrow_configs(configs_h)):
             add(f"{family}n_{dname}_c{cfg}.cu", f"{family.upper()}N", family, dtype, cfg, list(LAYOUTS), True)
-    for family, cfg in TF32:  # K-major only, built in every build (gemm.cpp's tf32_launcher)
+    for family, cfg in TF32:  # K-major only, built in every build (dispatch.cpp's tf32_launcher)
         add(f"{family}_tf32_c{cfg}.cu", family.upper(), family, "kTF32", cfg, ["kk"], False)
     return out
 

@@ -37,7 +37,7 @@ constexpr int smem_bytes(const TileConfig& c, int element_bytes = 2) {
 
 // The rows with a plain (16-byte cp.async) kernel, the ones choose_config picks (generate.py reads
 // this line). Row 2 is built as a narrow kernel only: no rule takes its plain one, and a pinned
-// CUTE_GEMM_SM80_CONFIG=2 runs the narrow kernel (gemm.cpp).
+// CUTE_GEMM_SM80_CONFIG=2 runs the narrow kernel (plan.cpp).
 inline constexpr int kPlainConfigs[] = {0, 1};
 constexpr bool has_plain(int cfg) {
   for (int c : kPlainConfigs) {

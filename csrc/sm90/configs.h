@@ -42,7 +42,7 @@ constexpr bool has_narrow(int cfg) {
   }
   return false;
 }
-// The swapped decode rows 6, 10 and 11 (gemm.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N
+// The swapped decode rows 6, 10 and 11 (plan.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N
 // fills the 128- or 64-row tile and the few rows of A are WGMMA's N (16, or 32 on row 11): a
 // 64-row tile multiplied every byte of B by 64 rows of A, 63 of them empty at M = 1 (2026-11-26).
 // choose_config never picks them; choose_swap_config (below) picks among them.
@@ -145,7 +145,7 @@ inline constexpr bool is_swap_config(int cfg) {
 }
 // The layouts a row has a kernel for (generate.py writes the same set): every row in every layout,
 // but the swapped decode rows only where the kernel's B is K-major. The swapped path's B is the
-// call's A, which it reads K-major (gemm.cpp), and no rule takes these rows unswapped; a pinned
+// call's A, which it reads K-major (plan.cpp), and no rule takes these rows unswapped; a pinned
 // CUTE_GEMM_SM90_CONFIG of one of them reads B K-major (copied where it is not).
 constexpr bool has_kernel(bool b_kmajor, int cfg) { return b_kmajor || !is_swap_config(cfg); }
 
@@ -157,7 +157,7 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m =
                                                                                               : kSwapConfig;
 }
 
-// fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (gemm.cpp; the 2026-11-28 rules).
+// fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (plan.cpp; the 2026-11-28 rules).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
   if (c.consumers < 2 && !is_swap_config(cfg)) return 1;
@@ -253,11 +253,17 @@ inline StreamK choose_stream_k(long long tiles, int k_tiles, int workers, const 
 // row; row 4 0.93x torch.mm, row 5 0.85x) row 4 stays. So: row 5 where its tiles fit in one wave
 // (past that, row 4's fill the waves as well or better) and busy more than 1 % of the SMs beyond
 // row 4's.
-inline int choose_decode_config(int m, int n, int k, long long batch, int num_sms) {
-  if (m <= 16 && k < 8192) return 4;
+inline int choose_decode_config(int m, int n, int k, long long batch, int num_sms, const char** why = nullptr) {
+  auto pick = [&](int cfg, const char* rule) {
+    if (why != nullptr) *why = rule;
+    return cfg;
+  };
+  if (m <= 16 && k < 8192) return pick(4, "decode: M <= 16 with K < 8192, the 64x128 one-consumer tile");
   const long long tiles5 = tile_count(m, n, kConfigs[5].bm, kConfigs[5].bn) * batch;
   const long long tiles4 = tile_count(m, n, kConfigs[4].bm, kConfigs[4].bn) * batch;
-  return tiles5 <= num_sms && 100 * (tiles5 - tiles4) > num_sms ? 5 : 4;
+  return tiles5 <= num_sms && 100 * (tiles5 - tiles4) > num_sms
+             ? pick(5, "decode: the 64x64 tiles fit in one wave and busy more SMs than 64x128 ones")
+             : pick(4, "decode: M <= 64, the 64x128 one-consumer tile");
 }
 
 // 2026-11-25 (with PDL): the smallest problems (at most four 128x128 tiles, K too
@@ -338,28 +344,51 @@ inline int one_wave_config(int m, int n, long long batch, int num_sms) {
 // 2026-11-26: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
 // cuBLAS), 192x192 tiles in three consumer warpgroups make one wave (121 tiles) of 12.5 % more work
 // each: row 8 wherever its tiles (of every batch) fit in one wave and one batch's 128x256 tiles do
-// not. It runs whole tiles only (gemm.cpp: no K slices, no stream-K tail).
+// not. It runs whole tiles only (plan.cpp: no K slices, no stream-K tail).
 // 2026-11-28 (H200, bf16, us): the short-K rule's 128x128 tile lost there to the 128x256 one,
 // 81920x256x256 33.7 against 31.2 (torch.mm 29.5; one shape, why not traced). So on such a GPU
 // (fast_hbm) row 0.
-inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
-  if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms);
+// why: where not null, the rule that chose the row (cute_gemm.explain).
+inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false,
+                         const char** why = nullptr) {
+  auto pick = [&](int cfg, const char* rule) {
+    if (why != nullptr) *why = rule;
+    return cfg;
+  };
+  if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms, why);
   const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
-  if (k <= 256 && tiles256 >= 2LL * num_sms) return fast_hbm ? 0 : 1;
-  if (tiles256 > num_sms) {
-    if (tile_count(m, n, kConfigs[8].bm, kConfigs[8].bn) * batch <= num_sms) return 8;
-    return num_sms >= 2 && tile192_pays(m, n, batch, num_sms) ? 7 : 2;
+  if (k <= 256 && tiles256 >= 2LL * num_sms) {
+    return fast_hbm ? pick(0, "short K with two waves of 128x256 tiles, fast HBM: 128x256")
+                    : pick(1, "short K with two waves of 128x256 tiles: 128x128, twice the blocks");
   }
-  if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return 0;
-  if (const int c = one_wave_config(m, n, batch, num_sms); c >= 0) return c;
+  if (tiles256 > num_sms) {
+    if (tile_count(m, n, kConfigs[8].bm, kConfigs[8].bn) * batch <= num_sms) {
+      return pick(8, "past one wave of 128x256 tiles, one wave of 192x192");
+    }
+    return num_sms >= 2 && tile192_pays(m, n, batch, num_sms)
+               ? pick(7, "the 2x1 cluster tile's last wave short, 128x192 fills its waves (tile192_pays)")
+               : pick(2, "more than one wave of 128x256 tiles: the 2x1 cluster tile");
+  }
+  if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return pick(0, "about one wave of 128x256 tiles");
+  if (const int c = one_wave_config(m, n, batch, num_sms); c >= 0) {
+    return pick(c, "under 3/4 of a wave of 128x256 tiles: one full wave of 3/4 the work (one_wave_config)");
+  }
   const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
-  if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) return 5;
-  if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) return 3;
-  if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) return 4;
-  return cluster128_pays(m, n, k, batch, num_sms) ? kCluster128Config : 1;
+  if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) {
+    return pick(5, "at most four 128x128 tiles, K too short to split: 64x64 tiles");
+  }
+  if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) {
+    return pick(3, "one row of tiles or at most four 128x128 tiles: 128x64");
+  }
+  if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) {
+    return pick(4, "128x128 tiles fill at most half the SMs and K does not split: 64x128");
+  }
+  return cluster128_pays(m, n, k, batch, num_sms)
+             ? pick(kCluster128Config, "few tiles, long K: 128x128 in 2x1 clusters (cluster128_pays)")
+             : pick(1, "few tiles: 128x128");
 }
 
-// The narrow kernels' row (gemm.cpp, CUTE_GEMM_SM90_NARROW=1). 2026-11-29 (H200, bf16 nn, us; the
+// The narrow kernels' row (plan.cpp, CUTE_GEMM_SM90_NARROW=1). 2026-11-29 (H200, bf16 nn, us; the
 // narrow kernels on rows 5 / 1 / 0, the chooser's aligned row mapped; the padded copies, the sm80
 // narrow kernels): 574^3 **7.6** / 14.3 / 21.5 (copies about 9, sm80 narrow 9.0); 256x574x514
 // **7.5** / 14.7 (8.4); 130x66x2050 **17.4** / 26.6 (17.7); 16x4100x4096 27.9 / **23.5** (29.1,

@@ -1,0 +1,384 @@
+// plan_for: every choice of a call, in the order they depend on each other (plan.h).
+#include "plan.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "sm80/configs.h"
+#include "sm90/configs.h"
+
+namespace cute_gemm {
+namespace {
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+bool vector_ready(uintptr_t addr, int64_t ld, int64_t extent, int64_t vec, int64_t vec_bytes, bool tma) {
+  // cp.async (SM80) reads whole vectors (16 bytes, 4 in the narrow kernels), so the extent must
+  // be whole vectors; TMA bounds its boxes by the extent itself, but refuses a zero stride (rows
+  // of an operand expanded along M or N): such operands take the copy.
+  return addr % vec_bytes == 0 && ld % vec == 0 && (tma ? ld > 0 : extent % vec == 0);
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// The kernels read 16-byte vectors (cp.async or TMA boxes) along the contiguous dimension, so an
+// operand serves in place when that dimension has stride 1, its base, leading stride and batch
+// stride are 16-byte aligned and, for cp.async, its extent is a whole number of vectors (no
+// vector straddles the edge into unknown memory; TMA stops at the extent). Anything else (other
+// strides, an odd storage offset, rows of K % 8 != 0 elements packed back to back; for TMA also a
+// zero leading stride) is copied once into a buffer with a padded, aligned leading dimension: the
+// documented slower path (operands.cpp, prepare_operand). x: (L, MN, K). k_major_only: the TF32
+// kernels, whose MMAs read K-major tiles only. `narrow`: the same test for the narrow kernels'
+// 4-byte cp.async vectors (16-bit elements: 4-byte base, even strides and extent).
+InPlace in_place(const MatrixView& x, bool tma, bool k_major_only, bool narrow) {
+  const int64_t batch = x.size[0], mn = x.size[1], k = x.size[2];
+  const int64_t kVec = narrow ? 2 : 16 / x.element_size, kVecBytes = narrow ? 4 : 16;
+  // The stride of a size-1 dimension never multiplies a nonzero index: any aligned value serves.
+  const bool k_contig = x.stride[2] == 1 || k == 1;
+  const bool mn_contig = x.stride[1] == 1 || mn == 1;
+  const int64_t ld_k_major = mn == 1 ? round_up(k, kVec) : x.stride[1];
+  const int64_t ld_mn_major = k == 1 ? round_up(mn, kVec) : x.stride[2];
+  // A single matrix gets the packed batch stride: TMA wants a nonzero multiple of 16 bytes even
+  // for a batch mode of extent 1. A batch stride of 0 (one matrix for every batch) is read in
+  // place by both families (the SM90 kernel reads batch 0 through TMA, sm90/kernel.h).
+  auto batch_stride = [&](int64_t ld, bool k_major) { return batch == 1 ? ld * (k_major ? mn : k) : x.stride[0]; };
+  auto batch_ok = [&](int64_t bs) { return bs % kVec == 0; };
+  if (k_contig && vector_ready(x.addr, ld_k_major, k, kVec, kVecBytes, tma) && batch_ok(batch_stride(ld_k_major, true))) {
+    return {true, true, ld_k_major, batch_stride(ld_k_major, true)};
+  }
+  if (!k_major_only && mn_contig && vector_ready(x.addr, ld_mn_major, mn, kVec, kVecBytes, tma) &&
+      batch_ok(batch_stride(ld_mn_major, false))) {
+    return {true, false, ld_mn_major, batch_stride(ld_mn_major, false)};
+  }
+  return {};
+}
+
+// The copy keeps the operand's own orientation, so that it is a plain strided pass.
+bool copy_is_k_major(const MatrixView& x, bool k_major_only) {
+  return k_major_only || !(x.stride[1] == 1 && x.stride[2] != 1);
+}
+
+// C is written in place when its rows are contiguous; the kernels' row-major C.
+bool c_in_place(const MatrixView& c) {
+  const int64_t m = c.size[1], n = c.size[2];
+  return (c.stride[2] == 1 || n == 1) && (c.stride[1] >= n || m == 1) && c.stride[1] >= 0 && c.stride[0] >= 0;
+}
+
+// C (L, M, N) is written in place and every row starts 16-byte aligned: its base, and its row
+// and batch strides where there are several rows or batches.
+bool c_rows_start_aligned16(const MatrixView& c) {
+  const int64_t elems = 16 / c.element_size;
+  return c_in_place(c) && c.addr % 16 == 0 && (c.size[1] == 1 || c.stride[1] % elems == 0) &&
+         (c.size[0] == 1 || c.stride[0] % elems == 0);
+}
+
+namespace {
+
+// The kernel's view of the problem: the swapped path computes C^T (N x rows).
+int kernel_m(const Plan& plan, const Problem& p) { return int(plan.swap ? p.b.size[2] : plan.rows); }
+int kernel_n(const Plan& plan, const Problem& p) { return int(plan.swap ? plan.rows : p.b.size[2]); }
+
+// Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (2026-11-26),
+// its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K tail
+// leaves it whole; runnable() refuses it split (the autotune cache neither times nor takes it).
+bool whole_tiles_only(const Plan& plan, int cfg) { return plan.sm90 && !plan.tf32 && sm90::kConfigs[cfg].consumers > 2; }
+
+int64_t k_tiles(const Problem& p, int cfg) {  // most slices
+  return (p.a.size[2] + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk;
+}
+
+int64_t sm90_units(const Plan& plan, const Problem& p, int cfg, int splits) {
+  return sm90::block_tiles(kernel_m(plan, p), kernel_n(plan, p), sm90::kConfigs[cfg]) * plan.batch * splits;
+}
+
+// The family: the Hopper one (TMA + WGMMA, sm_90a code) on sm_90 devices of a build that targeted
+// sm_90a, else the SM80 one, unless CUTE_GEMM_FAMILY names one.
+bool choose_family(Plan& plan, const Problem& p, const Overrides& o) {
+  const Device& d = p.device;
+  const bool possible = d.sm90a_built && d.major == 9 && d.minor == 0;
+  if (o.family == Overrides::Family::kAuto) return possible;
+  if (o.family == Overrides::Family::kSm80) return false;
+  if (!possible) {
+    plan.error = "CUTE_GEMM_FAMILY=sm90 needs an sm_90 GPU and a build that targets 9.0a; this GPU is " +
+                 num(d.major) + "." + num(d.minor) + " and the build " +
+                 (d.sm90a_built ? "has sm_90a code" : "has no sm_90a code (TORCH_CUDA_ARCH_LIST lacked 9.0a)");
+    plan.runtime_error = true;
+  }
+  return true;
+}
+
+// addmm's X (M, N). A stride of a dimension of size 1 does not matter. The SM90 epilogue reads X
+// as rows (x_ldn == 1) of a bounded stride, and a 16-bit bias row in 4-byte pairs (epilogue.h): a
+// bias row is copied once to a fresh (aligned) buffer if it is strided or misaligned; any other X
+// that does not fit (an (M, 1) column, a column-major C) is copied to rows first, and rows too long
+// for the epilogue (N >= 2^23 with M > 1) take torch's path. False: torch's path.
+bool choose_x(Plan& plan, const Problem& p) {
+  if (!p.has_x || !plan.sm90) return true;
+  const int64_t m = p.x.size[1], n = p.x.size[2];
+  const int64_t x_ldm = m == 1 ? 0 : p.x.stride[1], x_ldn = n == 1 ? 1 : p.x.stride[2];
+  if (x_ldm == 0 && (x_ldn != 1 || p.x.addr % 4 != 0)) {
+    plan.x_copy = Plan::XCopy::kRow;
+  } else if (x_ldn != 1 || x_ldm >= kMaxChunkXRowStride) {
+    plan.x_copy = Plan::XCopy::kRows;  // rows of N elements
+    if (n >= kMaxChunkXRowStride) return false;
+  }
+  return true;
+}
+
+// The narrow kernels (sm80/configs.h): where the family would copy a 16-bit operand into a padded
+// buffer because its rows are not 16-byte vectors (neither TMA nor 16-byte cp.async reads it in
+// place; a stride-0 operand that only TMA refuses is not one) and both operands can be read in
+// 4-byte vectors, the SM80 kernels with 4-byte cp.async can read them in place instead: taken
+// where sm80::narrow_pays expects them to win (CUTE_GEMM_NARROW unset), wherever they can run
+// (=1), or never (=0). Not under CUTE_GEMM_FAMILY=sm90, nor under a pinned CUTE_GEMM_SM80_CONFIG
+// row without a narrow kernel unless CUTE_GEMM_NARROW=1 asks for them (an error in choose_row).
+// The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles
+// with 4-byte cp.async) for such operands, in place of the padded copies and of the SM80 narrow
+// kernels: opt-in (CUTE_GEMM_SM90_NARROW=1) while only the nn layout has run on a GPU (2026-11-29).
+void choose_narrow(Plan& plan, const Problem& p, const Overrides& o, const MatrixView& a, const MatrixView& bt) {
+  const bool family_sm90 = o.family == Overrides::Family::kSm90;
+  if (o.sm90_narrow == 1 && plan.sm90 && !p.device.sm90_narrow_built) {
+    plan.error = "CUTE_GEMM_SM90_NARROW=1 needs the sm90 narrow kernels, which this build leaves out: reinstall "
+                 "with CUTE_GEMM_SM90_NARROW_BUILD=1";
+    return;
+  }
+  auto unaligned_rows = [&](const MatrixView& x) {
+    return !in_place(x, plan.sm90, false, false).ok && !in_place(x, false, false, false).ok;
+  };
+  const bool fp32 = p.fp32;
+  const bool narrow_able = !fp32 && ((plan.sm90 && o.sm90_narrow == 1) || (o.narrow != 0 && !family_sm90)) &&
+                           (unaligned_rows(a) || unaligned_rows(bt)) && in_place(a, false, false, true).ok &&
+                           in_place(bt, false, false, true).ok;
+  plan.sm90_narrow = plan.sm90 && o.sm90_narrow == 1 && narrow_able;
+  const int pinned_sm90 = plan.sm90 && !plan.tf32 ? o.sm90_config : -1;
+  if (o.narrow != 0 && !fp32 && !family_sm90 && !plan.sm90_narrow) {
+    // The operands the default family would copy (the narrow kernels read both in place).
+    const bool copy_a = !in_place(a, plan.sm90, false, false).ok, copy_b = !in_place(bt, plan.sm90, false, false).ok;
+    // The rule leaves a pinned tile alone: an SM80 row without a narrow kernel, or (behind the SM90
+    // family) a pinned SM90 row or K slice count, keeps the default family's kernel and the copies.
+    const int pinned = o.sm80_config;
+    const bool sm90_pinned = plan.sm90 && (pinned_sm90 >= 0 || o.splits >= 0);
+    plan.narrow = narrow_able && (o.narrow == 1 || ((pinned < 0 || sm80::has_narrow(pinned)) && !sm90_pinned &&
+                                                    sm80::narrow_pays(double(a.size[1]), double(bt.size[1]),
+                                                                      double(a.size[2]), double(a.size[0]), copy_a,
+                                                                      copy_b, plan.sm90)));
+  }
+  // A pinned SM80 row built as a narrow kernel only (sm80::has_plain) runs that kernel.
+  if (!plan.sm90 && !fp32 && !plan.narrow) plan.narrow = o.sm80_config >= 0 && !sm80::has_plain(o.sm80_config);
+  if (plan.narrow) plan.sm90 = false;
+}
+
+// Where C is written. A 16-bit C whose rows the SM90 TMA store cannot write (N or the row stride
+// not a multiple of 8, a misaligned base; e.g. any contiguous result with N % 8 != 0): the
+// consumers stage its chunks in shared memory as for the TMA store and write the rows themselves
+// (GemmParams::c_staged), rather than computing C into a scratch buffer with padded rows and
+// copying it out (one extra pass over C), which stays for C with an activation (its aligned rows
+// let the activation warps apply it under the next main loop), a C not written in place, and under
+// CUTE_GEMM_C_STAGED=0. Either is cheaper than element stores from the accumulators (2026-11-23;
+// CUTE_GEMM_C_SCRATCH=0 takes those). H100, bf16 mm, staged / scratch, us: 2026-11-26 2050^3 54.0
+// / 57.4, 1030^3 19.4 / 21.1, 4096x4100x4096 248.9 / 264.7; 2026-11-27, rows of odd ldc: 1031^3
+// 18.8 / 20.1, 4096x4095x4096 220.2 / 225.7 (docs/tuning.md, unaligned C rows).
+void choose_target(Plan& plan, const Problem& p, const Overrides& o, const MatrixView& c) {
+  const int64_t kVec = 16 / p.a.element_size;
+  const bool rows_aligned = c_rows_start_aligned16(c) && p.b.size[2] % kVec == 0;
+  const bool c_unaligned16 = plan.sm90 && !plan.swap && !p.c_f32 && !plan.tf32 && !rows_aligned;
+  const bool staged = c_unaligned16 && c_in_place(c) && p.act == Activation::kNone && o.c_staged != 0;
+  const bool scratch = c_unaligned16 && !staged && o.c_scratch != 0;
+  plan.target = staged                       ? Plan::Target::kStaged
+                : c_in_place(c) && !scratch ? Plan::Target::kInPlace
+                : scratch                    ? Plan::Target::kScratch
+                                             : Plan::Target::kTemp;
+}
+
+// The row and K slices: the family's host rules (configs.h), unless a knob pins them (tests,
+// benchmarks: CUTE_GEMM_SM90_CONFIG / CUTE_GEMM_SM80_CONFIG=<row>, CUTE_GEMM_SPLITS=<n>).
+void choose_row(Plan& plan, const Problem& p, const Overrides& o) {
+  const int m = kernel_m(plan, p), n = kernel_n(plan, p), k = int(p.a.size[2]);
+  const int sms = p.device.num_sms;
+  const int forced = plan.tf32 ? -1 : plan.sm90 ? o.sm90_config : o.sm80_config;
+  if (plan.tf32) {
+    plan.cfg = plan.sm90 ? 1 : sm80::kTf32Config;
+    plan.rule = "float32 inputs with TF32 allowed: the TF32 kernel's one row";
+  } else if (plan.narrow) {
+    plan.cfg = forced >= 0 ? forced : sm80::choose_narrow_config(m, n, plan.batch, sms);
+    plan.rule = forced >= 0 ? "pinned (CUTE_GEMM_SM80_CONFIG)" : "unaligned rows, the narrow kernels (sm80::choose_narrow_config)";
+    if (!sm80::has_narrow(plan.cfg)) {
+      plan.error = "cute_gemm: CUTE_GEMM_SM80_CONFIG=" + num(plan.cfg) +
+                   " has no narrow kernel, and CUTE_GEMM_NARROW=1 takes one for these unaligned operands; rows with "
+                   "one are listed in csrc/sm80/configs.h (kNarrowConfigs)";
+      return;
+    }
+  } else if (forced >= 0) {
+    plan.cfg = forced;
+    plan.rule = plan.sm90 ? "pinned (CUTE_GEMM_SM90_CONFIG)" : "pinned (CUTE_GEMM_SM80_CONFIG)";
+    if (plan.sm90_narrow && !sm90::has_narrow(plan.cfg)) {
+      plan.error = "cute_gemm: CUTE_GEMM_SM90_CONFIG=" + num(plan.cfg) + " has no narrow kernel (sm90::kNarrowConfigs)";
+      return;
+    }
+  } else if (plan.sm90_narrow) {
+    plan.cfg = sm90::choose_narrow_config(m, n, k, plan.batch, sms, plan.hbm_fast);
+    plan.rule = "unaligned rows, the sm90 narrow kernels (sm90::choose_narrow_config)";
+  } else if (plan.swap) {
+    plan.cfg = o.swap_config >= 0 ? o.swap_config : sm90::choose_swap_config(m, sms, plan.hbm_fast, n);
+    plan.rule = o.swap_config >= 0 ? "pinned (CUTE_GEMM_SWAP_CONFIG)" : "decode rows, swapped (sm90::choose_swap_config)";
+  } else if (plan.sm90) {
+    plan.cfg = sm90::choose_config(m, n, k, plan.batch, sms, plan.hbm_fast, &plan.rule);
+  } else {
+    plan.cfg = sm80::choose_config(m, n, sms, int(p.device.smem_per_block_optin));
+    plan.rule = plan.cfg == 0 ? "the 128x256 tiles fill the GPU (sm80::choose_config)"
+                              : "few tiles, or the large tile's shared memory does not fit (sm80::choose_config)";
+  }
+  if (!plan.sm90) return;
+  plan.splits = whole_tiles_only(plan, plan.cfg) ? 1
+                : o.splits > 0 ? int(std::min<int64_t>(o.splits, k_tiles(p, plan.cfg)))
+                               : sm90::choose_splits(m, n, k, plan.batch, plan.cfg, sms, plan.hbm_fast);
+  if (!runnable(plan, p, plan.cfg, plan.splits)) {
+    plan.error = "cute_gemm: CUTE_GEMM_SPLITS=" + num(plan.splits) + " makes more than 2^31 units of work for " +
+                 num(plan.batch) + " batches of " + num(sm90::block_tiles(m, n, sm90::kConfigs[plan.cfg])) +
+                 " tiles; use fewer splits";
+  }
+}
+
+}  // namespace
+
+bool runnable(const Plan& plan, const Problem& p, int cfg, int splits) {
+  if (!plan.sm90) return splits == 1 && sm80::smem_bytes(sm80::kConfigs[cfg]) <= p.device.smem_per_block_optin;
+  return splits == 1 || (!whole_tiles_only(plan, cfg) && splits <= k_tiles(p, cfg) &&
+                         sm90_units(plan, p, cfg, splits) <= std::numeric_limits<int>::max() - p.device.num_sms);
+}
+
+// Stream-K tail over the clusters the GPU holds (one launch: the tiles fit in 32 bits, the workers
+// in 16 (mul_div_small); not TF32, whose kernel has its own K tile). sm90::run drops it if fewer
+// clusters are resident. CUTE_GEMM_STREAM_K unset: where sm90::choose_stream_k expects a gain; 1:
+// wherever it can run (tests, benchmarks); 0: never.
+Tail choose_tail(const Plan& plan, const Problem& p, int cfg, int splits) {
+  if (!plan.sm90 || plan.tf32 || splits > 1 || plan.stream_k_knob == 0 || whole_tiles_only(plan, cfg)) return {};
+  const sm90::TileConfig& tc = sm90::kConfigs[cfg];
+  const int num_sms = p.device.num_sms;
+  const int64_t tiles = sm90::block_tiles(kernel_m(plan, p), kernel_n(plan, p), tc);
+  if (tiles * plan.batch > std::numeric_limits<int>::max() - num_sms || num_sms >= (1 << 16)) return {};
+  const int workers = num_sms / tc.cluster_m;
+  const sm90::StreamK sk =
+      sm90::choose_stream_k(tiles / tc.cluster_m * plan.batch, int(k_tiles(p, cfg)), workers, tc, plan.stream_k_knob == 1);
+  if (sk.tiles == 0) return {};
+  return {sk.tiles, sk.slots, workers};
+}
+
+Plan plan_for(const Problem& p, const Overrides& o) {
+  Plan plan;
+  const int64_t L = p.a.size[0], M = p.a.size[1], K = p.a.size[2], N = p.b.size[2];
+  if (L == 0 || M == 0 || N == 0) {
+    plan.route = Plan::Route::kNothing;
+    plan.rule = "an empty result";
+    return plan;
+  }
+  plan.sm90 = choose_family(plan, p, o);
+  if (!plan.error.empty()) return plan;
+  // float32 inputs run the TF32 kernels where torch allows TF32 for matmuls, else torch's own fp32
+  // matmul. The SM80 TF32 tile takes 128 KB of shared memory: more than sm_86/sm_89 give a block.
+  const bool tf32_fits = plan.sm90 || sm80::smem_bytes(sm80::kConfigs[sm80::kTf32Config], 4) <=
+                                          p.device.smem_per_block_optin;
+  plan.tf32 = p.fp32 && p.device.allow_tf32 && tf32_fits;
+  if (K == 0 || (p.fp32 && !plan.tf32)) {
+    plan.route = Plan::Route::kTorch;
+    plan.rule = K == 0 ? "K = 0: an empty sum (torch's ops)" : "float32 without TF32: torch's own float32 matmul";
+    return plan;
+  }
+  if (!choose_x(plan, p)) {
+    plan.route = Plan::Route::kTorch;
+    plan.rule = "X rows too long for the epilogue (N >= 2^23): torch's ops";
+    return plan;
+  }
+  // One weight for every batch (b's batch stride 0) and batches of A stacked row after row (and C
+  // likewise): one (L*M, K) @ (K, N) problem, which also spares TMA a zero stride.
+  MatrixView a = p.a, b = p.b, c = p.c;
+  plan.fold = L > 1 && L * M <= std::numeric_limits<int>::max() - 255 && p.b.stride[0] == 0 &&
+              p.a.stride[0] == M * p.a.stride[1] && p.c.stride[0] == M * p.c.stride[1];
+  if (plan.fold) {
+    a.size[0] = b.size[0] = c.size[0] = 1;
+    a.size[1] = c.size[1] = L * M;
+    a.stride[0] = b.stride[0] = c.stride[0] = 0;
+  }
+  const MatrixView bt = b.transposed();
+  choose_narrow(plan, p, o, a, bt);
+  if (!plan.error.empty()) return plan;
+  plan.batch = a.size[0];
+  plan.rows = a.size[1];
+  // The operands, read in place or copied (operands.cpp, prepare_operand: the narrow kernels read the
+  // padded copies' 16-byte rows too). A pinned swapped decode row runs unswapped, on B read K-major
+  // (copied where it is not): the only layouts it is built for (sm90::has_kernel).
+  const bool tma = plan.sm90 && !plan.sm90_narrow, narrow_vectors = plan.narrow || plan.sm90_narrow;
+  const int pinned_sm90 = plan.sm90 && !plan.tf32 ? o.sm90_config : -1;
+  plan.b_kmajor_only = plan.tf32 || (tma && pinned_sm90 >= 0 && !sm90::has_kernel(false, pinned_sm90));
+  const InPlace ia = in_place(a, tma, plan.tf32, narrow_vectors), ib = in_place(bt, tma, plan.b_kmajor_only, narrow_vectors);
+  plan.copy_a = !ia.ok;
+  plan.a_kmajor = ia.ok ? ia.k_major : copy_is_k_major(a, plan.tf32);
+  plan.copy_b = !ib.ok;
+  plan.b_kmajor = ib.ok ? ib.k_major : copy_is_k_major(bt, plan.b_kmajor_only);
+  // The swapped decode path (sm90 rows 6, 10 and 11; 2026-11-26 to 2026-11-29): for M <= 32 rows
+  // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
+  // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
+  // element by element (C is at most 32 rows). Needs A read K-major (its rows become 16- or 32-row
+  // K-major boxes) and one problem. CUTE_GEMM_DECODE_SWAP=0 turns it off; a pinned
+  // CUTE_GEMM_SM90_CONFIG row runs unswapped. (A development build without the swapped layout's
+  // kernels runs such calls unswapped.)
+  plan.swap = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x && plan.a_kmajor &&
+              o.decode_swap != 0 && pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, plan.a_kmajor);
+  choose_target(plan, p, o, c);
+  plan.row_copy = o.row_copy != 0;
+  // PDL where the kernel follows the previous call's work, or this call's padded operand copies
+  // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
+  // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (2026-11-25:
+  // 574^3, copies on both sides, ran 3 % slower with it).
+  plan.pdl = o.pdl != 0 && plan.x_copy == Plan::XCopy::kNone &&
+             (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged);
+  // sm90's rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the H200's, 2026-11-28):
+  // CUTE_GEMM_FAST_HBM=1 / 0, unset: from the GPU's peak bandwidth per SM.
+  const int sms = p.device.num_sms;
+  plan.hbm_fast = plan.sm90 && (o.fast_hbm >= 0 ? o.fast_hbm == 1
+                                                : sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms);
+  plan.stream_k_knob = o.stream_k;
+  choose_row(plan, p, o);
+  if (!plan.error.empty()) return plan;
+  // The autotune cache (CUTE_GEMM_AUTOTUNE=1) may replace the row and slices (gemm.cpp) where no knob pins them.
+  const int pinned = plan.sm90 ? o.sm90_config : o.sm80_config;
+  plan.autotune = !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 && o.autotune;
+  const Tail tail = choose_tail(plan, p, plan.cfg, plan.splits);
+  plan.sk_tiles = tail.tiles;
+  plan.sk_slots = tail.slots;
+  plan.sk_workers = tail.workers;
+  return plan;
+}
+
+std::string describe(const Plan& plan, const Problem& p) {
+  std::string s;
+  auto line = [&](const char* key, const std::string& value) { s += std::string(key) + "=" + value + "\n"; };
+  const char* routes[] = {"nothing", "torch", "kernel"};
+  line("route", routes[int(plan.route)]);
+  line("rule", plan.rule);
+  if (plan.route != Plan::Route::kKernel) return s;
+  line("family", plan.sm90 ? (plan.sm90_narrow ? "sm90 narrow" : "sm90") : (plan.narrow ? "sm80 narrow" : "sm80"));
+  line("tf32", plan.tf32 ? "true" : "false");
+  line("row", num(plan.cfg));
+  line("tile", plan.sm90 ? sm90::kConfigs[plan.cfg].name : sm80::kConfigs[plan.cfg].name);
+  line("splits", num(plan.splits));
+  line("stream_k_tiles", num(plan.sk_tiles));
+  line("swapped", plan.swap ? "true" : "false");
+  line("batch", num(plan.batch));
+  line("rows", num(plan.rows));
+  line("folded_batches", plan.fold ? "true" : "false");
+  line("a", std::string(plan.a_kmajor ? "K-major" : "M-major") + (plan.copy_a ? ", copied" : ", in place"));
+  line("b", std::string(plan.b_kmajor ? "K-major" : "N-major") + (plan.copy_b ? ", copied" : ", in place"));
+  const char* targets[] = {"in place", "staged rows", "scratch, copied out", "temporary, copied out"};
+  line("c", targets[int(plan.target)]);
+  const char* xs[] = {"in place", "copied to one row", "copied to rows"};
+  line("x", p.has_x ? xs[int(plan.x_copy)] : "none");
+  line("pdl", plan.pdl ? "true" : "false");
+  line("fast_hbm", plan.hbm_fast ? "true" : "false");
+  line("autotune", plan.autotune ? "true" : "false");
+  return s;
+}
+
+}  // namespace cute_gemm

@@ -1,0 +1,170 @@
+"""The one decision site (csrc/plan.cpp, plan_for) on a grid of problems: its row and K slices
+agree with the rules' own tables (tests/test_chooser.py), and its route, copies, C target, fold,
+stream-K tail and errors with the rules gemm.cpp documents. What cute_gemm.explain() prints is
+describe() of this plan. Host compiler only."""
+
+import subprocess
+
+import pytest
+
+from host_cpp import CSRC, build, needs_cxx
+from test_chooser import PICKS_FAST_HBM, SWAP_PICKS_FAST_HBM
+
+# One problem per input line; prints describe()'s lines joined by '|', then the error, if any.
+DRIVER = r"""
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include "plan.h"
+using namespace cute_gemm;
+
+// (L, R, C) view: row-major (C contiguous) or column-major (R contiguous).
+MatrixView view(long long l, long long r, long long c, bool row_major, int elem, bool broadcast) {
+  MatrixView v;
+  v.size[0] = l; v.size[1] = r; v.size[2] = c;
+  v.stride[0] = broadcast ? 0 : r * c;
+  v.stride[1] = row_major ? c : 1;
+  v.stride[2] = row_major ? 1 : r;
+  v.element_size = elem;
+  return v;
+}
+
+int main() {
+  long long m, n, k, l;
+  int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
+  int family, sm90_config, splits, narrow, stream_k, c_staged;
+  while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
+         b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> c_staged) {
+    Problem p;
+    p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
+    p.a.addr = a_mis ? 2 : 0;
+    p.b = view(l, k, n, bn, elem, b_bcast);  // bn: B N-major (b row-major (K, N))
+    p.c = view(l, m, n, true, c_f32 ? 4 : elem, false);
+    p.fp32 = elem == 4;
+    p.c_f32 = c_f32;
+    p.act = Activation(act);
+    if (x_kind > 0) {  // 1 bias, 2 strided bias, 3 misaligned bias, 4 (M, N) rows, 5 (M, 1) column
+      p.has_x = true;
+      p.x = view(1, m, n, true, elem, false);
+      if (x_kind <= 3) p.x.stride[1] = 0;
+      if (x_kind == 2) p.x.stride[2] = 2;
+      if (x_kind == 3) p.x.addr = 2;
+      if (x_kind == 5) { p.x.stride[1] = 1; p.x.stride[2] = 0; }
+    }
+    p.device.major = major;
+    p.device.num_sms = sms;
+    p.device.peak_hbm_gbs = peak;
+    p.device.allow_tf32 = allow_tf32;
+    Overrides o;
+    o.family = Overrides::Family(family);
+    o.sm90_config = sm90_config;
+    o.splits = splits;
+    o.narrow = narrow;
+    o.stream_k = stream_k;
+    o.c_staged = c_staged;
+    const Plan plan = plan_for(p, o);
+    std::string s = describe(plan, p);
+    for (char& ch : s) if (ch == '\n') ch = '|';
+    std::printf("%serror=%s\n", s.c_str(), plan.error.c_str());
+  }
+}
+"""
+
+H200 = dict(major=9, sms=132, peak=4915)
+DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
+                family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, c_staged=-1)
+FIELDS = ["m", "n", "k", *DEFAULTS]
+
+
+@pytest.fixture(scope="module")
+def plan_of(tmp_path_factory):
+    """plan_of(m, n, k, **fields) -> the plan's fields as a dict; plans([...]) for many at once."""
+    src = tmp_path_factory.mktemp("plan") / "plan_driver.cpp"
+    src.write_text(DRIVER)
+    exe = build(src, CSRC / "plan.cpp")
+
+    def plans(cases):
+        lines = []
+        for m, n, k, fields in cases:
+            row = {**DEFAULTS, **fields, "m": m, "n": n, "k": k}
+            lines.append(" ".join(str(int(row[f])) for f in FIELDS))
+        out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+        return [dict(kv.split("=", 1) for kv in line.split("|")) for line in out.stdout.splitlines()]
+
+    def one(m, n, k, **fields):
+        return plans([(m, n, k, fields)])[0]
+
+    one.many = plans
+    return one
+
+
+@needs_cxx
+def test_rows_follow_the_rules_tables(plan_of):
+    # Row-major a and b ("nn", as torch's a @ b), aligned, beside a bias so that M <= 32 is not swapped.
+    shapes = [s for s in PICKS_FAST_HBM if s[0] > 32]
+    got = plan_of.many([(m, n, k, {"x_kind": 4, "narrow": 0}) for m, n, k in shapes])
+    assert len(shapes) > 30
+    assert {s: (int(p["row"]), int(p["splits"])) for s, p in zip(shapes, got)} == {s: PICKS_FAST_HBM[s] for s in shapes}
+    assert all(p["family"] == "sm90" and p["swapped"] == "false" and p["rule"] for p in got)
+
+
+@needs_cxx
+def test_decode_rows_are_swapped(plan_of):
+    # SWAP_PICKS_FAST_HBM is keyed by the kernel's view (N, M, K).
+    cases = [(m, n, k, {}) for n, m, k in SWAP_PICKS_FAST_HBM]
+    got = plan_of.many(cases)
+    assert [p["swapped"] for p in got] == ["true"] * len(cases)
+    assert {(n, m, k): (int(p["row"]), int(p["splits"])) for (m, n, k, _), p in zip(cases, got)} == SWAP_PICKS_FAST_HBM
+    # A bias, or a batch of problems, keeps the unswapped path.
+    assert plan_of(16, 4096, 4096, x_kind=1)["swapped"] == "false"
+    assert plan_of(16, 4096, 4096, l=2)["swapped"] == "false"
+
+
+@needs_cxx
+def test_routes(plan_of):
+    assert plan_of(0, 64, 64)["route"] == "nothing"
+    assert plan_of(64, 64, 0)["route"] == "torch"
+    assert plan_of(256, 256, 256, elem=4)["route"] == "torch"  # float32 without TF32
+    tf32 = plan_of(256, 256, 256, elem=4, allow_tf32=1)
+    assert (tf32["route"], tf32["tf32"], tf32["row"]) == ("kernel", "true", "1")
+    sm80 = plan_of(4096, 4096, 4096, major=8, sms=108, peak=2039)
+    assert (sm80["family"], sm80["row"], sm80["fast_hbm"]) == ("sm80", "0", "false")
+    assert plan_of(4096, 4096, 4096, sm90_config=3)["rule"].startswith("pinned")
+
+
+@needs_cxx
+def test_copies_and_c_target(plan_of):
+    aligned = plan_of(4096, 4096, 4096)
+    assert (aligned["a"], aligned["b"], aligned["c"], aligned["pdl"]) == ("K-major, in place", "N-major, in place",
+                                                                          "in place", "true")
+    mis = plan_of(4096, 4096, 4096, a_mis=1, narrow=0)
+    assert mis["a"] == "K-major, copied" and mis["b"] == "N-major, in place"
+    odd = plan_of(574, 574, 574, narrow=0)  # rows of 574 elements are not 16-byte vectors
+    assert odd["a"].endswith("copied") and odd["b"].endswith("copied") and odd["c"] == "staged rows"
+    assert plan_of(574, 574, 574, narrow=1)["family"] == "sm80 narrow"
+    assert plan_of(1000, 1001, 1024, act=2)["c"] == "scratch, copied out"  # gelu: the activation warps' rows
+    assert plan_of(1000, 1001, 1024, c_staged=0)["c"] == "scratch, copied out"
+    assert plan_of(1000, 1001, 1024, c_f32=1)["c"] == "in place"  # fp32 C: stored from registers
+
+
+@needs_cxx
+def test_x_and_fold(plan_of):
+    assert plan_of(512, 512, 512, x_kind=1)["x"] == "in place"
+    assert plan_of(512, 512, 512, x_kind=2)["x"] == "copied to one row"
+    misaligned = plan_of(512, 512, 512, x_kind=3)
+    assert misaligned["x"] == "copied to one row" and misaligned["pdl"] == "false"
+    assert plan_of(512, 512, 512, x_kind=4)["x"] == "in place"
+    assert plan_of(512, 512, 512, x_kind=5)["x"] == "copied to rows"
+    folded = plan_of(512, 1024, 1024, l=8, b_bcast=1)
+    assert (folded["folded_batches"], folded["batch"], folded["rows"]) == ("true", "1", "4096")
+    assert plan_of(512, 1024, 1024, l=8)["folded_batches"] == "false"
+
+
+@needs_cxx
+def test_stream_k_tail_and_knob_errors(plan_of):
+    # 4096x14336x4096 on the cluster row: 13.6 waves of cluster tiles, a tail where forced.
+    assert int(plan_of(4096, 14336, 4096, stream_k=1)["stream_k_tiles"]) > 0
+    assert plan_of(4096, 14336, 4096, stream_k=0)["stream_k_tiles"] == "0"
+    assert plan_of(4096, 14336, 4096, splits=2)["stream_k_tiles"] == "0"  # split K has no tail
+    # CUTE_GEMM_FAMILY=sm90 on an sm_80 GPU.
+    assert plan_of(256, 256, 256, major=8, sms=108, family=2)["error"].startswith("CUTE_GEMM_FAMILY=sm90 needs")
