@@ -94,7 +94,8 @@ def wanted(path: Path) -> bool:
 
 
 sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
-           "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
+           "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/launch.cpp",
+           "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu") if wanted(p)
 )
 

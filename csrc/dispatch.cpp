@@ -102,7 +102,8 @@ Launcher find_launcher(Kernels set, DType d, bool ak, bool bk, int cfg) {
 
 // TF32: one K-major instantiation per family (csrc/instantiations/generate.py's TF32 list).
 Launcher tf32_launcher(bool sm90) {
-  return sm90 ? &sm90::run<DType::kTF32, true, true, 1> : &sm80::run<DType::kTF32, true, true, sm80::kTf32Config>;
+  return sm90 ? &sm90::run<DType::kTF32, true, true, sm90::k128x128>
+              : &sm80::run<DType::kTF32, true, true, sm80::kTf32Config>;
 }
 
 // The config tables the autotune cache's rows refer to, as a short hex fingerprint (FNV-1a of

@@ -107,7 +107,7 @@ Overrides read_overrides() {
   // of sm90/configs.h (tests, benchmarks); unset: sm90::choose_swap_config.
   o.swap_config = env_int("CUTE_GEMM_SWAP_CONFIG", 0, sm90::kNumConfigs - 1);
   TORCH_CHECK_VALUE(o.swap_config < 0 || sm90::is_swap_config(o.swap_config), "CUTE_GEMM_SWAP_CONFIG must be ",
-                    num(sm90::kSwapConfig), ", ", num(sm90::kSwap64Config), " or ", num(sm90::kSwap32Config),
+                    num(sm90::kSwap128x16), ", ", num(sm90::kSwap64x16), " or ", num(sm90::kSwap64x32),
                     " (the swapped decode rows of csrc/sm90/configs.h), got '", num(o.swap_config), "'");
   o.c_staged = env_int("CUTE_GEMM_C_STAGED", 0, 1);
   o.c_scratch = env_int("CUTE_GEMM_C_SCRATCH", 0, 1);

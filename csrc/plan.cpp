@@ -45,7 +45,8 @@ InPlace in_place(const MatrixView& x, bool tma, bool k_major_only, bool narrow) 
   // place by both families (the SM90 kernel reads batch 0 through TMA, sm90/kernel.h).
   auto batch_stride = [&](int64_t ld, bool k_major) { return batch == 1 ? ld * (k_major ? mn : k) : x.stride[0]; };
   auto batch_ok = [&](int64_t bs) { return bs % kVec == 0; };
-  if (k_contig && vector_ready(x.addr, ld_k_major, k, kVec, kVecBytes, tma) && batch_ok(batch_stride(ld_k_major, true))) {
+  if (k_contig && vector_ready(x.addr, ld_k_major, k, kVec, kVecBytes, tma) &&
+      batch_ok(batch_stride(ld_k_major, true))) {
     return {true, true, ld_k_major, batch_stride(ld_k_major, true)};
   }
   if (!k_major_only && mn_contig && vector_ready(x.addr, ld_mn_major, mn, kVec, kVecBytes, tma) &&
@@ -83,7 +84,9 @@ int kernel_n(const Plan& plan, const Problem& p) { return int(plan.swap ? plan.r
 // Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (2026-11-26),
 // its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K tail
 // leaves it whole; runnable() refuses it split (the autotune cache neither times nor takes it).
-bool whole_tiles_only(const Plan& plan, int cfg) { return plan.sm90 && !plan.tf32 && sm90::kConfigs[cfg].consumers > 2; }
+bool whole_tiles_only(const Plan& plan, int cfg) {
+  return plan.sm90 && !plan.tf32 && sm90::kConfigs[cfg].consumers > 2;
+}
 
 int64_t k_tiles(const Problem& p, int cfg) {  // most slices
   return (p.a.size[2] + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk;
@@ -177,9 +180,7 @@ void choose_narrow(Plan& plan, const Problem& p, const Overrides& o, const Matri
 // copying it out (one extra pass over C), which stays for C with an activation (its aligned rows
 // let the activation warps apply it under the next main loop), a C not written in place, and under
 // CUTE_GEMM_C_STAGED=0. Either is cheaper than element stores from the accumulators (2026-11-23;
-// CUTE_GEMM_C_SCRATCH=0 takes those). H100, bf16 mm, staged / scratch, us: 2026-11-26 2050^3 54.0
-// / 57.4, 1030^3 19.4 / 21.1, 4096x4100x4096 248.9 / 264.7; 2026-11-27, rows of odd ldc: 1031^3
-// 18.8 / 20.1, 4096x4095x4096 220.2 / 225.7 (docs/tuning.md, unaligned C rows).
+// CUTE_GEMM_C_SCRATCH=0 takes those). docs/tuning.md section 16, unaligned C rows.
 void choose_target(Plan& plan, const Problem& p, const Overrides& o, const MatrixView& c) {
   const int64_t kVec = 16 / p.a.element_size;
   const bool rows_aligned = c_rows_start_aligned16(c) && p.b.size[2] % kVec == 0;
@@ -199,11 +200,12 @@ void choose_row(Plan& plan, const Problem& p, const Overrides& o) {
   const int sms = p.device.num_sms;
   const int forced = plan.tf32 ? -1 : plan.sm90 ? o.sm90_config : o.sm80_config;
   if (plan.tf32) {
-    plan.cfg = plan.sm90 ? 1 : sm80::kTf32Config;
+    plan.cfg = plan.sm90 ? int(sm90::k128x128) : sm80::kTf32Config;
     plan.rule = "float32 inputs with TF32 allowed: the TF32 kernel's one row";
   } else if (plan.narrow) {
     plan.cfg = forced >= 0 ? forced : sm80::choose_narrow_config(m, n, plan.batch, sms);
-    plan.rule = forced >= 0 ? "pinned (CUTE_GEMM_SM80_CONFIG)" : "unaligned rows, the narrow kernels (sm80::choose_narrow_config)";
+    plan.rule = forced >= 0 ? "pinned (CUTE_GEMM_SM80_CONFIG)"
+                            : "unaligned rows, the narrow kernels (sm80::choose_narrow_config)";
     if (!sm80::has_narrow(plan.cfg)) {
       plan.error = "cute_gemm: CUTE_GEMM_SM80_CONFIG=" + num(plan.cfg) +
                    " has no narrow kernel, and CUTE_GEMM_NARROW=1 takes one for these unaligned operands; rows with "
@@ -222,12 +224,13 @@ void choose_row(Plan& plan, const Problem& p, const Overrides& o) {
     plan.rule = "unaligned rows, the sm90 narrow kernels (sm90::choose_narrow_config)";
   } else if (plan.swap) {
     plan.cfg = o.swap_config >= 0 ? o.swap_config : sm90::choose_swap_config(m, sms, plan.hbm_fast, n);
-    plan.rule = o.swap_config >= 0 ? "pinned (CUTE_GEMM_SWAP_CONFIG)" : "decode rows, swapped (sm90::choose_swap_config)";
+    plan.rule = o.swap_config >= 0 ? "pinned (CUTE_GEMM_SWAP_CONFIG)"
+                                   : "decode rows, swapped (sm90::choose_swap_config)";
   } else if (plan.sm90) {
     plan.cfg = sm90::choose_config(m, n, k, plan.batch, sms, plan.hbm_fast, &plan.rule);
   } else {
     plan.cfg = sm80::choose_config(m, n, sms, int(p.device.smem_per_block_optin));
-    plan.rule = plan.cfg == 0 ? "the 128x256 tiles fill the GPU (sm80::choose_config)"
+    plan.rule = plan.cfg == sm80::k128x256 ? "the 128x256 tiles fill the GPU (sm80::choose_config)"
                               : "few tiles, or the large tile's shared memory does not fit (sm80::choose_config)";
   }
   if (!plan.sm90) return;
@@ -260,8 +263,8 @@ Tail choose_tail(const Plan& plan, const Problem& p, int cfg, int splits) {
   const int64_t tiles = sm90::block_tiles(kernel_m(plan, p), kernel_n(plan, p), tc);
   if (tiles * plan.batch > std::numeric_limits<int>::max() - num_sms || num_sms >= (1 << 16)) return {};
   const int workers = num_sms / tc.cluster_m;
-  const sm90::StreamK sk =
-      sm90::choose_stream_k(tiles / tc.cluster_m * plan.batch, int(k_tiles(p, cfg)), workers, tc, plan.stream_k_knob == 1);
+  const sm90::StreamK sk = sm90::choose_stream_k(tiles / tc.cluster_m * plan.batch, int(k_tiles(p, cfg)), workers,
+                                                  tc, plan.stream_k_knob == 1);
   if (sk.tiles == 0) return {};
   return {sk.tiles, sk.slots, workers};
 }
@@ -312,7 +315,8 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   const bool tma = plan.sm90 && !plan.sm90_narrow, narrow_vectors = plan.narrow || plan.sm90_narrow;
   const int pinned_sm90 = plan.sm90 && !plan.tf32 ? o.sm90_config : -1;
   plan.b_kmajor_only = plan.tf32 || (tma && pinned_sm90 >= 0 && !sm90::has_kernel(false, pinned_sm90));
-  const InPlace ia = in_place(a, tma, plan.tf32, narrow_vectors), ib = in_place(bt, tma, plan.b_kmajor_only, narrow_vectors);
+  const InPlace ia = in_place(a, tma, plan.tf32, narrow_vectors);
+  const InPlace ib = in_place(bt, tma, plan.b_kmajor_only, narrow_vectors);
   plan.copy_a = !ia.ok;
   plan.a_kmajor = ia.ok ? ia.k_major : copy_is_k_major(a, plan.tf32);
   plan.copy_b = !ib.ok;
@@ -337,14 +341,15 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // sm90's rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the H200's, 2026-11-28):
   // CUTE_GEMM_FAST_HBM=1 / 0, unset: from the GPU's peak bandwidth per SM.
   const int sms = p.device.num_sms;
-  plan.hbm_fast = plan.sm90 && (o.fast_hbm >= 0 ? o.fast_hbm == 1
-                                                : sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms);
+  const bool fast = sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms;
+  plan.hbm_fast = plan.sm90 && (o.fast_hbm >= 0 ? o.fast_hbm == 1 : fast);
   plan.stream_k_knob = o.stream_k;
   choose_row(plan, p, o);
   if (!plan.error.empty()) return plan;
   // The autotune cache (CUTE_GEMM_AUTOTUNE=1) may replace the row and slices (gemm.cpp) where no knob pins them.
   const int pinned = plan.sm90 ? o.sm90_config : o.sm80_config;
-  plan.autotune = !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 && o.autotune;
+  plan.autotune =
+      !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 && o.autotune;
   const Tail tail = choose_tail(plan, p, plan.cfg, plan.splits);
   plan.sk_tiles = tail.tiles;
   plan.sk_slots = tail.slots;

@@ -199,7 +199,7 @@ def test_sm90_narrow_rows(tmp_path):
     assert dict(zip(SM90_NARROW_ROWS, map(int, out))) == SM90_NARROW_ROWS
 
 
-# The swapped decode row (sm90::kSwapConfig, M <= 16 run as C^T = B^T A^T): its K slices on 132
+# The swapped decode row (sm90::kSwap128x16, M <= 16 run as C^T = B^T A^T): its K slices on 132
 # SMs, the problem as the kernel sees it (N rows of 128, M columns): all or nothing (configs.h has
 # the measurements, 2026-11-27, H100, forced slices).
 SWAP_SPLITS = {
@@ -223,7 +223,7 @@ SWAP_SPLITS = {
 @needs_cxx
 def test_swap_row_splits(tmp_path):
     out = rule_values(tmp_path, "sm90/configs.h",
-                      "cute_gemm::sm90::choose_splits(a0, a1, a2, 1, cute_gemm::sm90::kSwapConfig, 132)",
+                      "cute_gemm::sm90::choose_splits(a0, a1, a2, 1, cute_gemm::sm90::kSwap128x16, 132)",
                       list(SWAP_SPLITS))
     assert dict(zip(SWAP_SPLITS, map(int, out))) == SWAP_SPLITS
 

@@ -45,10 +45,11 @@ def narrow_configs(configs_h: Path) -> list[int]:
 
 
 def swap_configs(configs_h: Path) -> list[int]:
-    """The sm90 swapped decode rows: the `inline constexpr int kSwap...Config = N;` lines."""
-    rows = [int(n) for n in re.findall(r"inline constexpr int kSwap\w*Config = (\d+);", configs_h.read_text())]
+    """The sm90 swapped decode rows: the `kSwap... = N` names of configs.h's `enum Row`."""
+    enum = re.search(r"enum Row : int \{(.*?)\};", configs_h.read_text(), re.S)
+    rows = [int(n) for n in re.findall(r"\bkSwap\w+ = (\d+)", enum.group(1))] if enum else []
     if not rows:
-        raise SystemExit(f"{configs_h}: no 'inline constexpr int kSwap...Config = N;' line")
+        raise SystemExit(f"{configs_h}: no 'kSwap... = N' row in 'enum Row : int {{...}};'")
     return rows
 
 

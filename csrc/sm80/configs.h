@@ -27,6 +27,11 @@ inline constexpr TileConfig kConfigs[] = {
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+// The rows by name (the C tile), as the rules and the host code refer to them.
+enum Row : int { k128x256 = 0, k128x128 = 1, k64x64 = 2 };
+static_assert(kConfigs[k128x256].bn == 256 && kConfigs[k128x128].bn == 128 && kConfigs[k64x64].bm == 64 && kNumConfigs == 3,
+              "the row names match the table");
+
 // Shared memory one block of a configuration takes: the A/B ring, or the C staging tile (padded
 // rows) where that is larger, since the epilogue reuses the ring.
 constexpr int smem_bytes(const TileConfig& c, int element_bytes = 2) {
@@ -47,14 +52,14 @@ constexpr bool has_plain(int cfg) {
 }
 
 // TF32 (float32 operands, K-major only) runs this row: its 32-element K tile is one 128-byte row.
-inline constexpr int kTf32Config = 1;
+inline constexpr int kTf32Config = k128x128;
 
 // Host rule, from the H100 sweep in docs/tuning.md: the large tile once it fills the GPU
 // (2048^3: 128 tiles on 132 SMs still wins with it) and fits its shared memory (144 KB: not on
 // sm_86/sm_89, which give a block 99 KB), else the small tile (64 KB), twice the blocks.
 inline int choose_config(int m, int n, int num_sms, int smem_per_block) {
-  const bool big_fits = smem_bytes(kConfigs[0]) <= smem_per_block;
-  return big_fits && tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
+  const bool big_fits = smem_bytes(kConfigs[k128x256]) <= smem_per_block;
+  return big_fits && tiles_fill_gpu(m, n, kConfigs[k128x256].bm, kConfigs[k128x256].bn, num_sms) ? k128x256 : k128x128;
 }
 
 // The narrow kernels: 4-byte cp.async vectors, for 16-bit operands whose rows are 4-byte but not
@@ -75,7 +80,8 @@ constexpr bool has_narrow(int cfg) {
 // H200). Deeper rings for the 64x64 tile did not pay: 6 and 8 stages against 4 ran 574^3 in 9.2 and
 // 9.7 us against 8.8, 1030^3 in 34 and 33 against 26, 16x4100x4096 within 3 %.
 inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
-  return m <= 64 || 2 * tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch <= num_sms ? 2 : 1;
+  return m <= 64 || 2 * tile_count(m, n, kConfigs[k128x128].bm, kConfigs[k128x128].bn) * batch <= num_sms ? k64x64
+                                                                                                         : k128x128;
 }
 
 // Whether the narrow kernels beat the copy path (the operands that need it copied into padded

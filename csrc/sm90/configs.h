@@ -32,6 +32,22 @@ inline constexpr TileConfig kConfigs[] = {
 };
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+// The rows by name, as the rules and the host code refer to them: the tile (M x N of C; of C^T for
+// the swapped decode rows), "Pair" for a 2x1 cluster.
+enum Row : int {
+  k128x256 = 0, k128x128 = 1, k128x256Pair = 2, k128x64 = 3, k64x128 = 4, k64x64 = 5, kSwap128x16 = 6,
+  k128x192 = 7, k192x192 = 8, k128x128Pair = 9, kSwap64x16 = 10, kSwap64x32 = 11, k192x128 = 12,
+};
+constexpr bool row_is(int row, int bm, int bn, int cluster_m) {
+  return kConfigs[row].bm == bm && kConfigs[row].bn == bn && kConfigs[row].cluster_m == cluster_m;
+}
+static_assert(row_is(k128x256, 128, 256, 1) && row_is(k128x128, 128, 128, 1) && row_is(k128x256Pair, 128, 256, 2) &&
+                  row_is(k128x64, 128, 64, 1) && row_is(k64x128, 64, 128, 1) && row_is(k64x64, 64, 64, 1) &&
+                  row_is(kSwap128x16, 128, 16, 1) && row_is(k128x192, 128, 192, 1) && row_is(k192x192, 192, 192, 1) &&
+                  row_is(k128x128Pair, 128, 128, 2) && row_is(kSwap64x16, 64, 16, 1) && row_is(kSwap64x32, 64, 32, 1) &&
+                  row_is(k192x128, 192, 128, 1) && kNumConfigs == 13,
+              "the row names match the table");
+
 // The rows with a narrow kernel (sm90/traits.h, CpAsync: 4-byte cp.async loads of 16-bit operands
 // whose rows TMA cannot read, 574^3 or 2050^3, in place of the padded copies); generate.py reads
 // this line. Rows without a cluster, of one or two consumers.
@@ -46,7 +62,6 @@ constexpr bool has_narrow(int cfg) {
 // fills the 128- or 64-row tile and the few rows of A are WGMMA's N (16, or 32 on row 11): a
 // 64-row tile multiplied every byte of B by 64 rows of A, 63 of them empty at M = 1 (2026-11-26).
 // choose_config never picks them; choose_swap_config (below) picks among them.
-inline constexpr int kSwapConfig = 6;
 inline constexpr int kSwapMaxM = 32;  // rows 6 and 10 take M <= 16 (their tiles' 16 columns), row 11 17-32
 
 // Output tiles of one batch that blocks compute, counting a cluster's blocks past M (a cluster
@@ -123,8 +138,7 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 // flight: H100 SXM 25.4 GB/s (3352 / 132), H200 37.2 (4915 / 132); the threshold halfway between
 // the two GPUs measured, parts in between (GH200's or the H100 NVL's HBM3, about 30) unmeasured.
 inline constexpr int kFastHbmMBsPerSm = 31000;
-inline constexpr int kSwap64Config = 10;
-static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs[kSwap64Config].consumers == 1,
+static_assert(kConfigs[kSwap64x16].bn == kConfigs[kSwap128x16].bn && kConfigs[kSwap64x16].consumers == 1,
               "row 10 is row 6's swapped tile at fewer rows");
 // 2026-11-29 (H200, bf16, the benchmark's rotated operands, us): 17 <= M <= 32 takes row 11, row
 // 10's 64-row tile with WGMMA's N at 32 (18 stages of 12 KB, 8 KB of them B's, fit the shared
@@ -135,13 +149,12 @@ static_assert(kConfigs[kSwap64Config].bn == kConfigs[kSwapConfig].bn && kConfigs
 // 124.2 (113.2): so every such M. Its slices, 1 / 2 / 4: 32x8192x8192 **36.9** / 43.5 / 48.9,
 // 32x4096x4096 13.9 / **13.6** / 18.2, 32x2048x4096 13.3 / 10.3 / **9.5**, 20x1024x4096 13.0 / 9.8 /
 // **7.9**, 32x5120x8192 **25.9** / 36.2 / 35.6 (row 10's rule takes 1, 2, 2, 4, 1).
-inline constexpr int kSwap32Config = 11;
-static_assert(kConfigs[kSwap32Config].bm == kConfigs[kSwap64Config].bm && kConfigs[kSwap32Config].bn == kSwapMaxM &&
-                  kConfigs[kSwap32Config].consumers == 1 && kConfigs[kSwapConfig].bn == 16,
+static_assert(kConfigs[kSwap64x32].bm == kConfigs[kSwap64x16].bm && kConfigs[kSwap64x32].bn == kSwapMaxM &&
+                  kConfigs[kSwap64x32].consumers == 1 && kConfigs[kSwap128x16].bn == 16,
               "row 11 is row 10's tile at 32 columns; rows 6 and 10 hold 16");
 // The swapped decode path's rows (CUTE_GEMM_SWAP_CONFIG's values; choose_splits' slice rules).
 inline constexpr bool is_swap_config(int cfg) {
-  return cfg == kSwapConfig || cfg == kSwap64Config || cfg == kSwap32Config;
+  return cfg == kSwap128x16 || cfg == kSwap64x16 || cfg == kSwap64x32;
 }
 // The layouts a row has a kernel for (generate.py writes the same set): every row in every layout,
 // but the swapped decode rows only where the kernel's B is K-major. The swapped path's B is the
@@ -151,10 +164,10 @@ constexpr bool has_kernel(bool b_kmajor, int cfg) { return b_kmajor || !is_swap_
 
 // n: C's columns, the swapped kernel's M; m: C's rows (at most kSwapMaxM).
 inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m = 1) {
-  if (m > kConfigs[kSwapConfig].bn) return kSwap32Config;
-  const long long tiles = (n + kConfigs[kSwap64Config].bm - 1) / kConfigs[kSwap64Config].bm;
-  return tiles <= num_sms && (fast_hbm || 2 * tiles <= num_sms || 8 * tiles >= 7LL * num_sms) ? kSwap64Config
-                                                                                              : kSwapConfig;
+  if (m > kConfigs[kSwap128x16].bn) return kSwap64x32;
+  const long long tiles = (n + kConfigs[kSwap64x16].bm - 1) / kConfigs[kSwap64x16].bm;
+  return tiles <= num_sms && (fast_hbm || 2 * tiles <= num_sms || 8 * tiles >= 7LL * num_sms) ? kSwap64x16
+                                                                                              : kSwap128x16;
 }
 
 // fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (plan.cpp; the 2026-11-28 rules).
@@ -163,7 +176,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   if (c.consumers < 2 && !is_swap_config(cfg)) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
-  if (cfg == kSwap64Config || cfg == kSwap32Config) {
+  if (cfg == kSwap64x16 || cfg == kSwap64x32) {
     long long s = num_sms / 2 / tiles;
     if (fast_hbm && s < 2 && 2 * tiles <= num_sms) s = 2;  // two slices in one wave (2026-11-28)
     s = s < 4 ? s : 4;
@@ -172,7 +185,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   }
   long long s = num_sms / tiles;
   s = s < 4 ? s : 4;
-  if (cfg == kSwapConfig) {
+  if (cfg == kSwap128x16) {
     if (s < 2) return 1;
     return (tiles < 32 ? k_tiles / s >= 8 : k_tiles / s >= 64 && 8 * tiles * s >= 7LL * num_sms) ? int(s) : 1;
   }
@@ -258,12 +271,12 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
     if (why != nullptr) *why = rule;
     return cfg;
   };
-  if (m <= 16 && k < 8192) return pick(4, "decode: M <= 16 with K < 8192, the 64x128 one-consumer tile");
-  const long long tiles5 = tile_count(m, n, kConfigs[5].bm, kConfigs[5].bn) * batch;
-  const long long tiles4 = tile_count(m, n, kConfigs[4].bm, kConfigs[4].bn) * batch;
+  if (m <= 16 && k < 8192) return pick(k64x128, "decode: M <= 16 with K < 8192, the 64x128 one-consumer tile");
+  const long long tiles5 = tile_count(m, n, kConfigs[k64x64].bm, kConfigs[k64x64].bn) * batch;
+  const long long tiles4 = tile_count(m, n, kConfigs[k64x128].bm, kConfigs[k64x128].bn) * batch;
   return tiles5 <= num_sms && 100 * (tiles5 - tiles4) > num_sms
-             ? pick(5, "decode: the 64x64 tiles fit in one wave and busy more SMs than 64x128 ones")
-             : pick(4, "decode: M <= 64, the 64x128 one-consumer tile");
+             ? pick(k64x64, "decode: the 64x64 tiles fit in one wave and busy more SMs than 64x128 ones")
+             : pick(k64x128, "decode: M <= 64, the 64x128 one-consumer tile");
 }
 
 // 2026-11-25 (with PDL): the smallest problems (at most four 128x128 tiles, K too
@@ -279,7 +292,7 @@ inline int choose_decode_config(int m, int n, int k, long long batch, int num_sm
 // one of row 2 at 95 % of its throughput, and row 7 must win by more than 10 % (row 2's stream-K
 // tail recovers part of a short last wave: 5120^3's 6.06 waves). tests/test_chooser.py.
 inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
-  const TileConfig &c2 = kConfigs[2], &c7 = kConfigs[7];
+  const TileConfig &c2 = kConfigs[k128x256Pair], &c7 = kConfigs[k128x192];
   const long long clusters = num_sms / c2.cluster_m;
   const long long waves2 = (block_tiles(m, n, c2) / c2.cluster_m * batch + clusters - 1) / clusters;
   const long long waves7 = (tile_count(m, n, c7.bm, c7.bn) * batch + num_sms - 1) / num_sms;
@@ -301,17 +314,16 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
 // is not what limits them and the pair's coupling costs. Only with whole pairs of tile rows (an
 // odd one would compute an empty tile per column) and at most a tile per SM (the range measured;
 // fewer 2x1 clusters than SM pairs may fit at once).
-inline constexpr int kCluster128Config = 9;
-static_assert(kConfigs[kCluster128Config].cluster_m == 2 && kConfigs[kCluster128Config].bm == kConfigs[1].bm &&
-                  kConfigs[kCluster128Config].bn == kConfigs[1].bn,
+static_assert(kConfigs[k128x128Pair].cluster_m == 2 && kConfigs[k128x128Pair].bm == kConfigs[k128x128].bm &&
+                  kConfigs[k128x128Pair].bn == kConfigs[k128x128].bn,
               "row 9 is row 1's tile in 2x1 clusters");
 inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
-  const TileConfig& c = kConfigs[kCluster128Config];
+  const TileConfig& c = kConfigs[k128x128Pair];
   const long long rows = (m + c.bm - 1) / c.bm;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   return rows % c.cluster_m == 0 && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
-         3 * tiles * choose_splits(m, n, k, batch, kCluster128Config, num_sms) >= 2LL * num_sms;
+         3 * tiles * choose_splits(m, n, k, batch, k128x128Pair, num_sms) >= 2LL * num_sms;
 }
 
 // Fewer 128x256 tiles than three quarters of the SMs (3072x1024x8192, a QKV projection's weight
@@ -327,18 +339,17 @@ inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
 //   39.1 / 48.8 / 56.0 (38.0). cuBLAS ran 3072x1024x8192 on 128x192 tiles in 2x1 clusters.
 // (A 64x128 tile in 2x1 clusters, cuBLAS's for 1024x1024x8192, lost there to row 1 in two
 // slices: 37.5 against 32.2, torch.mm 27.3; not kept.)
-inline constexpr int kTile192x128Config = 12;
-static_assert(kConfigs[kTile192x128Config].bm == kConfigs[7].bn && kConfigs[kTile192x128Config].bn == kConfigs[7].bm,
+static_assert(kConfigs[k192x128].bm == kConfigs[k128x192].bn && kConfigs[k192x128].bn == kConfigs[k128x192].bm,
               "row 12 is row 7's tile transposed");
 inline int one_wave_config(int m, int n, long long batch, int num_sms) {
   auto fills = [&](const TileConfig& c, long long tiles) {
     return tiles <= num_sms && 4 * tiles >= 3LL * num_sms && 8 * tiles * c.bm * c.bn <= 9LL * m * n * batch;
   };
-  const TileConfig &c12 = kConfigs[kTile192x128Config], &c7 = kConfigs[7];
+  const TileConfig &c12 = kConfigs[k192x128], &c7 = kConfigs[k128x192];
   const long long t12 = tile_count(m, n, c12.bm, c12.bn) * batch, t7 = tile_count(m, n, c7.bm, c7.bn) * batch;
   const bool fills12 = fills(c12, t12), fills7 = fills(c7, t7);
-  if (fills12 && (!fills7 || t12 <= t7)) return kTile192x128Config;
-  return fills7 ? 7 : -1;
+  if (fills12 && (!fills7 || t12 <= t7)) return k192x128;
+  return fills7 ? k128x192 : -1;
 }
 
 // 2026-11-26: just past one wave of 128x256 tiles (2056^3: 153 tiles on 132 SMs, two waves, 0.53x
@@ -356,36 +367,36 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
     return cfg;
   };
   if (m <= 64) return choose_decode_config(m, n, k, batch, num_sms, why);
-  const long long tiles256 = tile_count(m, n, kConfigs[0].bm, kConfigs[0].bn);
+  const long long tiles256 = tile_count(m, n, kConfigs[k128x256].bm, kConfigs[k128x256].bn);
   if (k <= 256 && tiles256 >= 2LL * num_sms) {
-    return fast_hbm ? pick(0, "short K with two waves of 128x256 tiles, fast HBM: 128x256")
-                    : pick(1, "short K with two waves of 128x256 tiles: 128x128, twice the blocks");
+    return fast_hbm ? pick(k128x256, "short K with two waves of 128x256 tiles, fast HBM: 128x256")
+                    : pick(k128x128, "short K with two waves of 128x256 tiles: 128x128, twice the blocks");
   }
   if (tiles256 > num_sms) {
-    if (tile_count(m, n, kConfigs[8].bm, kConfigs[8].bn) * batch <= num_sms) {
-      return pick(8, "past one wave of 128x256 tiles, one wave of 192x192");
+    if (tile_count(m, n, kConfigs[k192x192].bm, kConfigs[k192x192].bn) * batch <= num_sms) {
+      return pick(k192x192, "past one wave of 128x256 tiles, one wave of 192x192");
     }
     return num_sms >= 2 && tile192_pays(m, n, batch, num_sms)
-               ? pick(7, "the 2x1 cluster tile's last wave short, 128x192 fills its waves (tile192_pays)")
-               : pick(2, "more than one wave of 128x256 tiles: the 2x1 cluster tile");
+               ? pick(k128x192, "the 2x1 cluster tile's last wave short, 128x192 fills its waves (tile192_pays)")
+               : pick(k128x256Pair, "more than one wave of 128x256 tiles: the 2x1 cluster tile");
   }
-  if (tiles_fill_gpu(m, n, kConfigs[0].bm, kConfigs[0].bn, num_sms)) return pick(0, "about one wave of 128x256 tiles");
+  if (tiles_fill_gpu(m, n, kConfigs[k128x256].bm, kConfigs[k128x256].bn, num_sms)) return pick(k128x256, "about one wave of 128x256 tiles");
   if (const int c = one_wave_config(m, n, batch, num_sms); c >= 0) {
     return pick(c, "under 3/4 of a wave of 128x256 tiles: one full wave of 3/4 the work (one_wave_config)");
   }
-  const long long tiles128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch;
-  if (tiles128 <= 4 && choose_splits(m, n, k, batch, 3, num_sms) == 1) {
-    return pick(5, "at most four 128x128 tiles, K too short to split: 64x64 tiles");
+  const long long tiles128 = tile_count(m, n, kConfigs[k128x128].bm, kConfigs[k128x128].bn) * batch;
+  if (tiles128 <= 4 && choose_splits(m, n, k, batch, k128x64, num_sms) == 1) {
+    return pick(k64x64, "at most four 128x128 tiles, K too short to split: 64x64 tiles");
   }
   if ((m > 64 && m <= 128 && 2 * tiles128 <= num_sms) || tiles128 <= 4) {
-    return pick(3, "one row of tiles or at most four 128x128 tiles: 128x64");
+    return pick(k128x64, "one row of tiles or at most four 128x128 tiles: 128x64");
   }
-  if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, 1, num_sms) == 1) {
-    return pick(4, "128x128 tiles fill at most half the SMs and K does not split: 64x128");
+  if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, k128x128, num_sms) == 1) {
+    return pick(k64x128, "128x128 tiles fill at most half the SMs and K does not split: 64x128");
   }
   return cluster128_pays(m, n, k, batch, num_sms)
-             ? pick(kCluster128Config, "few tiles, long K: 128x128 in 2x1 clusters (cluster128_pays)")
-             : pick(1, "few tiles: 128x128");
+             ? pick(k128x128Pair, "few tiles, long K: 128x128 in 2x1 clusters (cluster128_pays)")
+             : pick(k128x128, "few tiles: 128x128");
 }
 
 // The narrow kernels' row (plan.cpp, CUTE_GEMM_SM90_NARROW=1). 2026-11-29 (H200, bf16 nn, us; the
@@ -401,17 +412,17 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
 // problems run faster on the copies (the producer's 4-byte copies cost more than the copies'
 // one pass): the knob stays opt-in, and its rule for when to take these kernels is still to come.
 inline int choose_narrow_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
-  const long long tiles64 = tile_count(m, n, kConfigs[5].bm, kConfigs[5].bn) * batch;
+  const long long tiles64 = tile_count(m, n, kConfigs[k64x64].bm, kConfigs[k64x64].bn) * batch;
   if (tiles64 <= num_sms) {
-    const long long blocks128 = tile_count(m, n, kConfigs[1].bm, kConfigs[1].bn) * batch *
-                                choose_splits(m, n, k, batch, 1, num_sms, fast_hbm);
-    return blocks128 > tiles64 ? 1 : 5;
+    const long long blocks128 = tile_count(m, n, kConfigs[k128x128].bm, kConfigs[k128x128].bn) * batch *
+                                choose_splits(m, n, k, batch, k128x128, num_sms, fast_hbm);
+    return blocks128 > tiles64 ? k128x128 : k64x64;
   }
   switch (const int c = choose_config(m, n, k, batch, num_sms, fast_hbm)) {
-    case 2: case 7: case 8: return 0;
-    case 4: return 5;
-    case 9: case 12: return 1;
-    default: return has_narrow(c) ? c : 1;
+    case k128x256Pair: case k128x192: case k192x192: return k128x256;
+    case k64x128: return k64x64;
+    case k128x128Pair: case k192x128: return k128x128;
+    default: return has_narrow(c) ? c : k128x128;
   }
 }
 

@@ -1,0 +1,255 @@
+#include "launch.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "autotune.h"
+#include "counters.h"
+#include "dispatch.h"
+#include "knobs.h"
+#include "sm80/configs.h"
+#include "sm90/configs.h"
+
+namespace cute_gemm {
+
+Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides& o, at::ScalarType in_dtype,
+                       const Operand& A, const Operand& B, const at::Tensor& target, const PlannedX& px,
+                       const Epilogue& ep) {
+  const int64_t batch = plan.batch, rows = plan.rows, N = problem.b.size[2], K = problem.a.size[2];
+  const int64_t kVec = 16 / problem.a.element_size;
+  GemmParams p;
+  p.a = A.ptr;
+  p.b = B.ptr;
+  p.c = target.data_ptr();
+  p.m = int(rows);
+  p.n = int(N);
+  p.k = int(K);
+  p.lda = A.ld;
+  p.ldb = B.ld;
+  p.ldc = rows == 1 ? round_up(N, kVec) : target.stride(1);
+  p.batch = int(batch);
+  p.batch_a = A.batch_stride;
+  p.batch_b = B.batch_stride;
+  p.batch_c = batch == 1 ? p.ldc * rows : target.stride(0);
+  // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers),
+  // and for the SM90 family's TMA store rows of whole 16-byte units: on the H100 the TMA store of
+  // a row's last partial unit also wrote the unit's elements past N (an out= view with padded
+  // rows, 2026-11-22). The SM80 family's vector stores bound the last unit per element.
+  p.c_vector_ok = !problem.c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
+                  (!plan.sm90 || N % kVec == 0 || plan.target == Plan::Target::kScratch) && p.batch_c % kVec == 0 &&
+                  p.batch_c > 0;
+  p.c_f32 = problem.c_f32;
+  p.c_staged = plan.target == Plan::Target::kStaged;
+  if (px.x.defined()) {
+    p.x = px.x.data_ptr();
+    p.x_ldm = px.ldm;
+    p.x_ldn = px.ldn;
+    p.x_f32 = px.x.scalar_type() == at::kFloat;
+    p.beta = float(ep.beta);
+  }
+  p.alpha = float(ep.alpha);
+  p.act = ep.act;
+  if (plan.swap) {
+    // The kernel's A is B^T (N x K), its B is A (M x K), its C(i, j) is C(j, i).
+    std::swap(p.a, p.b);
+    std::swap(p.m, p.n);
+    std::swap(p.lda, p.ldb);
+    std::swap(p.batch_a, p.batch_b);
+    p.ldc_col = p.ldc;
+    p.ldc = N == 1 ? 1 : target.stride(2);
+    p.c_vector_ok = false;
+  }
+  p.grid_limit = problem.device.num_sms;
+  p.act_offload = o.act_offload != 0;
+  p.late_c = o.late_c != 0;
+  p.lean_epilogue = o.lean_epilogue != 0;
+  p.pdl = plan.pdl;
+  p.group_m = o.group_m > 0 ? o.group_m : 8;  // CUTE_GEMM_GROUP_M=<tile rows per group>
+#if defined(CUTE_GEMM_TRACE)
+  // A trace build (scripts/trace_phases.py): the device address of the buffer the SM90 kernel
+  // records its phases into (sm90/trace.h), or unset.
+  if (const char* buf = KnobSnapshot::get("CUTE_GEMM_TRACE_BUF"); buf != nullptr && *buf != '\0') {
+    p.trace = reinterpret_cast<unsigned long long*>(std::strtoull(buf, nullptr, 10));
+  }
+#endif
+  Launch l{plan, problem, p};
+  l.dtype = in_dtype == at::kHalf ? DType::kF16 : DType::kBF16;  // (TF32: tf32_launcher's own)
+  l.a_kmajor = plan.swap ? B.k_major : A.k_major;
+  l.b_kmajor = plan.swap ? A.k_major : B.k_major;
+  l.batch = batch;
+  l.elem = problem.a.element_size;
+  l.c_elem = target.element_size();
+  l.float_options = target.options().dtype(at::kFloat);
+  l.stream = at::cuda::getCurrentCUDAStream().stream();
+  return l;
+}
+
+// Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K: fp32
+// partials of every slice of every tile and one arrival counter per tile, zeroed here, all from
+// torch's caching allocator on this stream. The SM90 family makes one launch (per_launch == batch
+// below), so the counters serve one launch only.
+cudaError_t Launch::operator()(int cfg, int splits) const {
+  const bool sm90 = plan.sm90, tf32 = plan.tf32;
+  Launcher launch = nullptr;
+  int bm = 0, bn = 0;
+  if (tf32) {
+    launch = tf32_launcher(sm90);
+    bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
+    bn = sm80::kConfigs[sm80::kTf32Config].bn;
+  } else if (sm90) {
+    launch = find_launcher(plan.sm90_narrow ? Kernels::kSm90Narrow : Kernels::kSm90, dtype, a_kmajor, b_kmajor, cfg);
+    TORCH_INTERNAL_ASSERT(launch != nullptr || !layout_built(a_kmajor, b_kmajor), "no sm90 ",
+                          plan.sm90_narrow ? "narrow " : "", "kernel for row ", num(cfg));
+  } else {
+    launch = find_launcher(plan.narrow ? Kernels::kSm80Narrow : Kernels::kSm80, dtype, a_kmajor, b_kmajor, cfg);
+    TORCH_INTERNAL_ASSERT(launch != nullptr || !layout_built(a_kmajor, b_kmajor), "no sm80 kernel for row ", num(cfg),
+                          plan.narrow ? " (narrow)" : "");
+    bm = sm80::kConfigs[cfg].bm;
+    bn = sm80::kConfigs[cfg].bn;
+  }
+  GemmParams r = p;
+  r.splits = splits;
+  at::Tensor workspace;
+  int64_t sm90_tiles = 0;  // SM90: block tiles of one batch
+  if (sm90) {
+    const sm90::TileConfig& tc = sm90::kConfigs[cfg];
+    sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
+    // Tiles whose pieces sum through the workspace (one counter and `parts` fp32 kBM x kBN
+    // partials each): every tile with split-K, the tail's with stream-K.
+    int64_t shared_tiles = 0, parts = 0;
+    if (splits > 1) {
+      shared_tiles = sm90_tiles * batch;
+      parts = splits;
+    } else if (const Tail tail = choose_tail(plan, problem, cfg, splits); tail.tiles > 0) {
+      shared_tiles = int64_t(tail.tiles) * tc.cluster_m;  // block tiles
+      parts = tail.slots;
+      r.sk_tiles = tail.tiles;
+      r.sk_workers = tail.workers;
+      r.sk_slots = tail.slots;
+    }
+    if (shared_tiles > 0) {
+      const int64_t partials = shared_tiles * parts * tc.bm * tc.bn;
+      workspace = at::empty({partials + shared_tiles}, float_options);
+      r.workspace = workspace.data_ptr<float>();
+      r.flags = reinterpret_cast<int*>(r.workspace + partials);
+      if (cudaError_t e = zero_counters(r.flags, shared_tiles, p.pdl, stream); e != cudaSuccess) return e;
+    }
+  }
+  TORCH_CHECK(launch != nullptr, "cute_gemm: this development build (CUTE_GEMM_LAYOUTS) has no kernel for operands ",
+              a_kmajor ? "K" : "M", "-major / ", b_kmajor ? "K" : "N", "-major");
+  // The SM80 grid is one block per (batch, tile) and gridDim.x stops at 2^31 - 1, and the SM90
+  // kernel numbers its units (tile, K slice) in 32 bits: launch the batches in slices that fit
+  // (a split problem never needs it: its tiles fit on the GPU, or runnable() refused it).
+  const int64_t most = std::numeric_limits<int>::max();
+  const int64_t per_launch = !sm90                          ? std::max<int64_t>(1, most / tile_count(p.m, p.n, bm, bn))
+                             : splits > 1 || r.sk_tiles > 0 ? batch
+                                                            : std::max<int64_t>(1, (most - p.grid_limit) / sm90_tiles);
+  TORCH_INTERNAL_ASSERT((splits == 1 && r.sk_tiles == 0) || per_launch == batch,
+                        "split-K and stream-K counters serve one launch");
+  for (int64_t l0 = 0; l0 < batch; l0 += per_launch) {
+    GemmParams q = r;
+    q.batch = int(std::min(per_launch, batch - l0));
+    q.a = static_cast<const char*>(p.a) + l0 * p.batch_a * elem;
+    q.b = static_cast<const char*>(p.b) + l0 * p.batch_b * elem;
+    q.c = static_cast<char*>(p.c) + l0 * p.batch_c * c_elem;
+    if (const cudaError_t err = launch(q, stream); err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+// The autotune (CUTE_GEMM_AUTOTUNE=1): the cached choice for this problem, or, on first sight of
+// it (its family, dtype, layouts, shape, output and epilogue kind), every runnable row with 1, 2
+// or 4 slices timed and the fastest kept (autotune.h); a cached choice this build or problem
+// cannot run is ignored and tuned again. Not while the stream captures a CUDA graph: the plan's
+// pick then, until a plain call tunes.
+void autotuned(const Launch& launch, const cudaDeviceProp& prop, int& cfg, int& splits) {
+  const Plan& plan = launch.plan;
+  const GemmParams& p = launch.p;
+  const bool sm90 = plan.sm90;
+  const int num_sms = prop.multiProcessorCount;
+  const std::string path = autotune::cache_path(prop.name, config_tables_id());
+  const int sk = plan.stream_k_knob;
+  const std::string key = std::string(sm90 ? "sm90" : "sm80") + " " + (launch.dtype == DType::kF16 ? "f16" : "bf16") +
+                          " " + (launch.a_kmajor ? "k" : "m") + (launch.b_kmajor ? "k" : "n") + " " + num(p.m) + "x" +
+                          num(p.n) + "x" + num(p.k) + " l" + num(launch.batch) + " c" + (p.c_f32 ? "f32" : "16") +
+                          (p.c_vector_ok ? "v" : p.c_staged ? "s" : "e") + " x" +
+                          (p.x != nullptr ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" + num(int(p.act)) +
+                          (sk == 1 ? " sk" : sk == 0 ? " nosk" : " skrule");
+  const std::optional<autotune::Choice> hit = autotune::find(path, key);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(launch.stream, &capture));
+  // Rows and slice counts the timing below may pick (s in {1, 2, 4}; slices only where the tiles
+  // leave SMs idle, the chooser's own limit: the workspace then stays below one kBM x kBN fp32
+  // tile per SM): a cached entry outside them (another build's, a hand-edited or foreign file's)
+  // is not trusted. Rows without a kernel for this layout (sm80::has_plain, sm90::has_kernel; a
+  // development build's missing layouts) are not candidates either.
+  const int rows = sm90 ? sm90::kNumConfigs : sm80::kNumConfigs;
+  auto tunable = [&](int c, int s) {
+    return c >= 0 && c < rows && (s == 1 || s == 2 || s == 4) &&
+           find_launcher(sm90 ? Kernels::kSm90 : Kernels::kSm80, launch.dtype, launch.a_kmajor, launch.b_kmajor, c) !=
+               nullptr &&
+           runnable(plan, launch.problem, c, s) &&
+           (s == 1 || (sm90 && sm90::block_tiles(p.m, p.n, sm90::kConfigs[c]) * launch.batch * s <= num_sms));
+  };
+  if (hit && tunable(hit->cfg, hit->splits)) {
+    cfg = hit->cfg;
+    splits = hit->splits;
+    return;
+  }
+  if (capture != cudaStreamCaptureStatusNone) return;
+  autotune::Choice best{cfg, splits, std::numeric_limits<double>::infinity()};
+  struct Event {  // a plain CUDA event, destroyed with the scope
+    cudaEvent_t e = nullptr;
+    Event() { C10_CUDA_CHECK(cudaEventCreate(&e)); }
+    ~Event() { cudaEventDestroy(e); }
+  } start, end;
+  // The timing waits on events: in relaxed capture mode, so that a graph another thread is
+  // capturing (torch's default, global mode) is not invalidated by it.
+  struct RelaxedCapture {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    RelaxedCapture() { C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode)); }
+    ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  } relaxed;
+  for (int c = 0; c < rows; ++c) {
+    for (int s : {1, 2, 4}) {
+      if (!tunable(c, s)) continue;
+      try {
+        if (launch(c, s) != cudaSuccess) {  // warm-up; a row this GPU cannot launch is skipped
+          (void)cudaGetLastError();
+          continue;
+        }
+        // One timed call sizes the measurement: about half a millisecond of calls, 3 to 50.
+        auto time_us = [&](int reps) {
+          C10_CUDA_CHECK(cudaEventRecord(start.e, launch.stream));
+          for (int i = 0; i < reps; ++i) C10_CUDA_CHECK(launch(c, s));
+          C10_CUDA_CHECK(cudaEventRecord(end.e, launch.stream));
+          C10_CUDA_CHECK(cudaEventSynchronize(end.e));
+          float ms = 0.f;
+          C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, end.e));
+          return 1e3 * ms / reps;
+        };
+        const double once = time_us(1);
+        const double us = time_us(int(std::clamp(500.0 / std::max(once, 1.0), 3.0, 50.0)));
+        if (us < best.us) best = {c, s, us};
+      } catch (const c10::Error&) {  // e.g. no memory for a candidate's workspace: skip it
+        (void)cudaGetLastError();
+      }
+    }
+  }
+  if (best.us < std::numeric_limits<double>::infinity() && !autotune::remember(path, key, best)) {
+    TORCH_WARN_ONCE("cute_gemm: could not write the autotune cache ", path,
+                    " (its folder must be this user's, writable by nobody else; set CUTE_GEMM_CACHE_DIR to "
+                    "such a folder); tuned choices stay in memory only");
+  }
+  cfg = best.cfg;
+  splits = best.splits;
+}
+
+}  // namespace cute_gemm
