@@ -15,11 +15,10 @@ struct TileConfig {
   const char* name;
 };
 
-// Rows 0 and 1 keep a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4,
-// the ratio that keeps the tensor cores fed from shared memory. Row 2's 32x32 warp tiles trade
-// that ratio for four times row 1's blocks on small problems (not yet measured: 2026-11-25 added
-// it for the narrow kernels, below). Rows are parsed by csrc/instantiations/generate.py and the
-// tests: keep one row per line, "/* index */ {...}".
+// Rows 0 and 1 keep a 64x64 warp tile: 4x8 mma.sync atoms per k16 step against 4+4 ldmatrix.x4, the
+// ratio that keeps the tensor cores fed from shared memory. Row 2's 32x32 warp tiles trade it for 4x
+// row 1's blocks, for the narrow kernels (docs/tuning.md sections 3 and 15). Rows are parsed by
+// csrc/instantiations/generate.py and the tests: keep one row per line, "/* index */ {...}".
 inline constexpr TileConfig kConfigs[] = {
     /* 0 */ {128, 256, 64, 3, 2, 4, "128x256x64_s3_w8"},  // many tiles
     /* 1 */ {128, 128, 32, 4, 2, 2, "128x128x32_s4_w4"},  // few tiles: twice the blocks
@@ -54,9 +53,9 @@ constexpr bool has_plain(int cfg) {
 // TF32 (float32 operands, K-major only) runs this row: its 32-element K tile is one 128-byte row.
 inline constexpr int kTf32Config = k128x128;
 
-// Host rule, from the H100 sweep in docs/tuning.md: the large tile once it fills the GPU
-// (2048^3: 128 tiles on 132 SMs still wins with it) and fits its shared memory (144 KB: not on
-// sm_86/sm_89, which give a block 99 KB), else the small tile (64 KB), twice the blocks.
+// The large tile where its tiles fill the GPU (2048^3's 128 tiles on 132 SMs still win with it)
+// and it fits the block's shared memory (144 KB: not on sm_86/sm_89, which give a block 99 KB),
+// else the 128x128 tile (64 KB), twice the blocks (docs/tuning.md section 3, the rule).
 inline int choose_config(int m, int n, int num_sms, int smem_per_block) {
   const bool big_fits = smem_bytes(kConfigs[k128x256]) <= smem_per_block;
   return big_fits && tiles_fill_gpu(m, n, kConfigs[k128x256].bm, kConfigs[k128x256].bn, num_sms) ? k128x256 : k128x128;
@@ -64,8 +63,8 @@ inline int choose_config(int m, int n, int num_sms, int smem_per_block) {
 
 // The narrow kernels: 4-byte cp.async vectors, for 16-bit operands whose rows are 4-byte but not
 // 16-byte aligned (an even K or N that is not a multiple of 8: 574^3, 2050^3), read in place
-// instead of copied into padded buffers first. Rows they are built for (generate.py reads this
-// line): the few-tile and small-problem rows.
+// instead of copied into padded buffers first (docs/tuning.md section 15). Rows they are built for
+// (generate.py reads this line): the few-tile and small-problem rows.
 inline constexpr int kNarrowConfigs[] = {1, 2};
 constexpr bool has_narrow(int cfg) {
   for (int c : kNarrowConfigs) {
@@ -75,29 +74,22 @@ constexpr bool has_narrow(int cfg) {
 }
 
 // The narrow kernels' row: the 64x64 tile where 128x128 tiles would leave more than half the SMs
-// idle (574^3: 8.8 us on row 2, 17.9 on row 1) or leave most of their rows empty (M <= 64:
-// 32x11010x4096 53 us against 68), else the 128x128 tile (258x4102x4096: 73 against 80; 2026-11-26,
-// H200). Deeper rings for the 64x64 tile did not pay: 6 and 8 stages against 4 ran 574^3 in 9.2 and
-// 9.7 us against 8.8, 1030^3 in 34 and 33 against 26, 16x4100x4096 within 3 %.
+// idle or most of their rows empty (M <= 64), else the 128x128 tile. Deeper rings for the 64x64
+// tile did not pay (docs/tuning.md section 15, the narrow sm80 kernels; section 23).
 inline int choose_narrow_config(int m, int n, long long batch, int num_sms) {
   return m <= 64 || 2 * tile_count(m, n, kConfigs[k128x128].bm, kConfigs[k128x128].bn) * batch <= num_sms ? k64x64
                                                                                                          : k128x128;
 }
 
 // Whether the narrow kernels beat the copy path (the operands that need it copied into padded
-// buffers, then the default family's kernel), by two time estimates in microseconds fitted to
-// the 2026-11-26 measurements (H200, bf16; docs/tuning.md; tests/test_chooser.py holds
-// them and checks the rule against each):
+// buffers, then the default family's kernel), by two time estimates in microseconds fitted to the
+// H200 measurements (docs/tuning.md section 15, narrow_pays; tests/test_chooser.py checks each):
 //   narrow: 3 + max(FLOP / 100 TFLOP/s, operand bytes / 1.2 TB/s, K x 7 ns)
 //   copy:   5 + max(FLOP / R, operand bytes / 3 TB/s, serial) + copied bytes / 0.7 TB/s + 3 per copied operand
-// K x 7 ns: a block walks all of K (no split-K in the SM80 family) at about 0.45 us per 64-wide
-// k-tile, which few-tile, long-K problems cannot hide (200x200x8194: 58 us against 24 for the
-// copies and the SM90 family's split-K). Behind the SM90 family R = 450 TFLOP/s and serial = 0;
-// behind the SM80 family (`sm90_default` false: a GPU without sm_90a code, or CUTE_GEMM_FAMILY=sm80)
-// R = 250 TFLOP/s and serial = K x 11 ns (row 1's 32-wide k-tiles at about 0.35 us). The narrow
-// kernels win where the copies are large against the GEMM or the GEMM is small: 574^3 8.7 us
-// against 15.2, 16x4100x4096 (B, 34 MB, copied) 29 against 61; they lose from about 1030^3 (26
-// against 23) and where only a small operand needs the copy (16x4096x4100: 29 against 22).
+// K x 7 ns: a block walks all of K (no split-K in the SM80 family), about 0.45 us per 64-wide k-tile.
+// Behind the SM90 family R = 450 TFLOP/s and serial = 0; behind the SM80 family (`sm90_default`
+// false: a GPU without sm_90a code, or CUTE_GEMM_FAMILY=sm80) R = 250 TFLOP/s and serial = K x 11 ns
+// (row 1's 32-wide k-tiles at about 0.35 us).
 // `copy_a` / `copy_b`: which operands the copy path copies.
 inline bool narrow_pays(double m, double n, double k, double batch, bool copy_a, bool copy_b, bool sm90_default) {
   const double flop = 2 * m * n * k * batch;
