@@ -112,7 +112,8 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const cudaDeviceProp& prop = checked_device(a3);
   const Overrides o = read_overrides();
   const Problem problem =
-      problem_of(a3, b3, ep, view_of(out3), out3.scalar_type() == at::kFloat, device_of(prop, a3.device().index()));
+      problem_of(a3, b3, ep, view_of(out3), out3.scalar_type() == at::kFloat,
+                 device_of(prop, a3.device().index(), a3.scalar_type() == at::kFloat));
   const Plan plan = checked_plan(problem, o);
   if (plan.route == Plan::Route::kTorch) {
     out3.copy_(torch_math(a3, b3, ep));
@@ -217,14 +218,16 @@ std::string explain(const at::Tensor& a, const at::Tensor& b, const std::optiona
   c.element_size = int(c10::elementSize(dtype));
   if (out.has_value()) {
     const std::vector<int64_t> shape = batched ? std::vector<int64_t>{L, M, N} : std::vector<int64_t>{M, N};
-    check_out(op, *out, shape, dtype, a, {{"a", &a}, {"b", &b}});
+    const at::Tensor* x = ep.x.defined() ? &*input : nullptr;  // read only where beta is not 0, as in addmm
+    check_out(op, *out, shape, dtype, a, {{"input", x}, {"a", &a}, {"b", &b}});
     c = view_of(batched ? *out : out->unsqueeze(0));
   }
   if (L == 0 || M == 0 || N == 0) return describe(plan_for(problem_of(a3, b3, ep, c, false, Device{}), {}), {});
   const KnobSnapshot knobs;
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaDeviceProp& prop = checked_device(a);
-  const Problem problem = problem_of(a3, b3, ep, c, dtype == at::kFloat, device_of(prop, a.device().index()));
+  const Problem problem = problem_of(a3, b3, ep, c, dtype == at::kFloat,
+                                     device_of(prop, a.device().index(), a.scalar_type() == at::kFloat));
   return describe(checked_plan(problem, read_overrides()), problem);
 }
 

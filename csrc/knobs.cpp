@@ -85,6 +85,17 @@ constexpr bool kBuiltForSm90a = true;
 constexpr bool kBuiltForSm90a = false;
 #endif
 
+// torch's TF32 switch for matmuls (torch.backends.cuda.matmul.allow_tf32). Where it was set through
+// the newer fp32_precision setting in a way the old switch cannot express, torch's getter raises:
+// the call then takes torch's own float32 matmul, which follows that setting.
+bool tf32_allowed() {
+  try {
+    return at::globalContext().allowTF32CuBLAS();
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 Overrides read_overrides() {
@@ -122,14 +133,14 @@ Overrides read_overrides() {
   return o;
 }
 
-Device device_of(const cudaDeviceProp& prop, int index) {
+Device device_of(const cudaDeviceProp& prop, int index, bool fp32) {
   Device d;
   d.major = prop.major;
   d.minor = prop.minor;
   d.num_sms = prop.multiProcessorCount;
   d.smem_per_block_optin = int64_t(prop.sharedMemPerBlockOptin);
   d.peak_hbm_gbs = peak_hbm_gbs(index);
-  d.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  d.allow_tf32 = fp32 && tf32_allowed();
   d.sm90a_built = kBuiltForSm90a;
   d.sm90_narrow_built = kSm90NarrowBuilt;
   d.layouts_mask = CUTE_GEMM_LAYOUTS_MASK;

@@ -37,7 +37,8 @@ int env_int(const char* name, int lo, int hi);
 // every call that reaches a kernel's choice (a KnobSnapshot in scope).
 Overrides read_overrides();
 
-// The GPU and this build, as plan_for sees them.
-Device device_of(const cudaDeviceProp& prop, int index);
+// The GPU and this build, as plan_for sees them. torch's TF32 switch is read for float32 inputs only
+// (see tf32_allowed in knobs.cpp).
+Device device_of(const cudaDeviceProp& prop, int index, bool fp32);
 
 }  // namespace cute_gemm

@@ -142,7 +142,9 @@ def explain(a: torch.Tensor, b: torch.Tensor, input: torch.Tensor | None = None,
     (csrc/sm90/configs.h, csrc/sm80/configs.h) and the rule that chose it, K slices, the stream-K
     tail, which operands are copied, where C is written, and whether the autotune cache may
     replace the row (CUTE_GEMM_AUTOTUNE=1). The same checks as the op: a bad argument raises the
-    op's error. The CUTE_GEMM_* development knobs apply as they would to the call.
+    op's error. The CUTE_GEMM_* development knobs apply as they would to the call. The tensors are
+    taken as given: under torch.autocast, where the op casts its inputs first, pass them cast
+    (contiguous, in the autocast dtype) to see the plan of the cast call.
 
         >>> print(cute_gemm.explain(x, w.t()))       # route=kernel, rule=..., family=sm90, row=2, ...
         >>> cute_gemm.explain(x, w.t())["row"]
@@ -151,8 +153,14 @@ def explain(a: torch.Tensor, b: torch.Tensor, input: torch.Tensor | None = None,
     _require_tensor("explain", "b", b)
     if input is not None:
         _require_tensor("explain", "input", input)
+        for name, value in (("beta", beta), ("alpha", alpha)):
+            if isinstance(value, complex):
+                raise ValueError(f"addmm: {name} must be a real number, got the complex number {value.real} + "
+                                 f"{value.imag}j")
     if out is not None:
         _require_tensor("explain", "out", out)
+        op = "bmm" if a.dim() == 3 else "addmm" if input is not None else "mm"
+        _check_out_call(op, out, *((input, a, b) if input is not None else (a, b)))
     return Explanation(torch.ops.cute_gemm.explain(a, b, input, beta=beta, alpha=alpha, activation=activation,
                                                    out_dtype=out_dtype, out=out))
 

@@ -86,3 +86,41 @@ def test_opcheck():
     a = _cuda(33, 72, dtype=torch.float16)
     b = _cuda(72, 40, dtype=torch.float16)
     torch.library.opcheck(torch.ops.cute_gemm.mm.default, (a, b))
+
+
+@pytest.mark.gpu
+def test_torchs_newer_precision_setting():
+    """torch.backends.cuda.matmul.fp32_precision, set where the old allow_tf32 switch cannot say
+    it: 16-bit calls run as ever (they never read it) and float32 calls take torch's own matmul,
+    which follows it."""
+    matmul = torch.backends.cuda.matmul
+    if not hasattr(matmul, "fp32_precision"):
+        pytest.skip("this torch has no fp32_precision setting")
+    saved = matmul.fp32_precision
+    try:
+        matmul.fp32_precision = "tf32"
+        for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float32, 5e-3)):
+            a, b = _cuda(96, 72, dtype=dtype), _cuda(72, 40, dtype=dtype)
+            ref = a.double() @ b.double()
+            out = cute_gemm.mm(a, b)
+            assert ((out.double() - ref).norm() / ref.norm()).item() <= bound
+            plan = cute_gemm.explain(a, b)
+            if dtype == torch.bfloat16:
+                assert plan["route"] == "kernel"
+            else:  # TF32 kernels where torch's old switch can say so, else torch's matmul
+                assert plan["route"] == "torch" or plan["tf32"], str(plan)
+    finally:
+        matmul.fp32_precision = saved
+
+
+@pytest.mark.gpu
+def test_explain_refuses_what_the_op_refuses():
+    a, b, x = _cuda(8, 8), _cuda(8, 8), _cuda(8, 8)
+    with pytest.raises(ValueError, match="addmm: out must not overlap input"):
+        cute_gemm.explain(a, b, x, out=x)
+    assert cute_gemm.explain(a, b, x, beta=0, out=x)["route"] == "kernel"  # beta = 0 ignores input, as addmm does
+    with pytest.raises(ValueError, match="addmm: beta must be a real number"):
+        cute_gemm.explain(a, b, x, beta=1j)
+    w = _cuda(8, 8).requires_grad_()
+    with pytest.raises(RuntimeError, match=r"mm\(\): functions with out=\.\.\. arguments"):
+        cute_gemm.explain(w, b, out=torch.empty(8, 8, device="cuda", dtype=torch.bfloat16))
