@@ -1,0 +1,184 @@
+// The host launcher of the SM90 kernel (sm90::run, declared in sm90/launch.h): the TMA
+// descriptors, the shared-memory opt-in, the register check of the warpgroups' split, the
+// persistent grid, and which of the kernel's instantiations serves the call. Included by
+// sm90/kernel.h only, after the kernel.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "pdl.h"
+#include "sm90/configs.h"
+#include "sm90/kernel_parts.h"
+
+namespace cute_gemm::sm90 {
+
+// 0: the general kernel, 1: the activation warps', 2: the lean one.
+template <class Tr, int kKind>
+struct KernelTag {};
+template <class Tr>
+struct RegisterTag {};
+
+// The tiles that have the activation warps' kernel: 128x256 (the large problems, where the
+// epilogue has a main loop to hide under) with staged C.
+template <class Tr>
+constexpr bool kOffloadTile = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256 && !Tr::kCpAsync;
+
+// Whether the activation warps' kernel serves p: such a tile, 16-bit C with 16-byte aligned rows,
+// an activation, at most a 16-bit bias, whole tiles.
+template <class Tr>
+bool offload_applies(const GemmParams& p) {
+  return kOffloadTile<Tr> && p.act_offload && p.c_vector_ok && !p.c_f32 &&
+         p.act != Activation::kNone && p.splits == 1 && p.sk_tiles == 0 &&
+         (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
+}
+
+// The tiles that have the lean kernel: TMA-stored C chunks of 64 columns or more (the narrow
+// rows' chunks, and rows 6, 10 and 11's 16- and 32-column ones, stay with the general kernel:
+// they are small already).
+template <class Tr>
+constexpr bool kLeanTile = Tr::kStageC && Tr::kBN >= 64 && !Tr::kCpAsync;
+
+// Whether the lean kernel serves p: 16-bit C with 16-byte aligned rows, no activation, and X at
+// most a 16-bit bias row (the forms of the epilogue it keeps). Split-K and stream-K alike.
+template <class Tr>
+bool lean_applies(const GemmParams& p) {
+  return kLeanTile<Tr> && p.lean_epilogue && p.c_vector_ok && !p.c_f32 && p.act == Activation::kNone &&
+         (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
+}
+
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
+cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
+  using T = typename Tr::Element;
+  constexpr int smem = Tr::kSmemBytes;
+  auto* general = &gemm_kernel<Tr, false>;
+  auto* offload_kernel = [] {  // instantiated only where offload_applies can hold
+    if constexpr (kOffloadTile<Tr>) {
+      return &gemm_kernel<Tr, true>;
+    } else {
+      return &gemm_kernel<Tr, false>;
+    }
+  }();
+  auto* lean_kernel = [] {  // instantiated only where lean_applies can hold
+    if constexpr (kLeanTile<Tr>) {
+      return &gemm_kernel<Tr, false, true>;
+    } else {
+      return &gemm_kernel<Tr, false>;
+    }
+  }();
+  if (cudaError_t e = opt_in_smem<KernelTag<Tr, 0>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
+    return e;
+  }
+  if constexpr (kOffloadTile<Tr>) {
+    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 1>>(reinterpret_cast<const void*>(offload_kernel), smem);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
+  if constexpr (kLeanTile<Tr>) {
+    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 2>>(reinterpret_cast<const void*>(lean_kernel), smem);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
+  // The warpgroups' setmaxnreg split must fit the registers the block launches with (traits.h
+  // asserts it against the most the launch bounds allow; this checks what ptxas gave the kernel):
+  // otherwise the consumers' increase would wait forever. Once per device; the fewer of the general
+  // and the lean kernel's (the offload kernel's split is its own, 56 + 2 x 224).
+  int regs = 0;
+  if (cudaError_t e = once_per_device<RegisterTag<Tr>>(&regs, [&](int* r) {
+        cudaFuncAttributes attr{}, lean{};
+        cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
+        if (err == cudaSuccess) err = cudaFuncGetAttributes(&lean, reinterpret_cast<const void*>(lean_kernel));
+        *r = std::min(attr.numRegs, lean.numRegs);
+        return err;
+      });
+      e != cudaSuccess) {
+    return e;
+  }
+  if (regs * Tr::kThreads < 128 * (Tr::kProducerRegs + Tr::kConsumers * Tr::kConsumerRegs)) return cudaErrorInvalidConfiguration;
+
+  // (MN,K,L): the batch is TMA's third dimension, of a stride that TMA wants a nonzero multiple of
+  // 16 bytes. A broadcast operand (batch stride 0, `w.expand(L, K, N)`: one matrix for every batch,
+  // read in place) is described as one matrix of a packed batch stride, and the kernel reads its
+  // batch 0 for every tile.
+  auto batches = [&](int64_t stride) { return stride == 0 ? 1 : p.batch; };
+  auto tma_stride = [](int64_t stride, int64_t packed) { return stride == 0 ? packed : stride; };
+  Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)),
+                          make_layout(make_shape(p.m, p.k, batches(p.batch_a)),
+                                      mn_k_l_stride<AKMajor>(p.lda, tma_stride(p.batch_a, p.lda * (AKMajor ? p.m : p.k)))));
+  Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
+                          make_layout(make_shape(p.n, p.k, batches(p.batch_b)),
+                                      mn_k_l_stride<BKMajor>(p.ldb, tma_stride(p.batch_b, p.ldb * (BKMajor ? p.n : p.k)))));
+  KernelParams<Tr> params{{}, {}, {}, p};
+  if constexpr (!CpAsync) {  // the narrow kernels read A and B with cp.async: no descriptors
+    params.tma_a =
+        make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{}));
+    params.tma_b = make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
+                                 make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{});
+  }
+  if (Tr::kStageC && p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
+    Tensor mC = make_tensor(make_gmem_ptr(static_cast<typename Tr::CElement*>(p.c)),
+                            make_layout(make_shape(p.m, p.n, p.batch), make_stride(p.ldc, Int<1>{}, p.batch_c)));
+    params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCChunk{},
+                                 make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}));
+  }
+
+  // Persistent grid: whole clusters, no more than fit on the GPU at once (with clusters the
+  // hardware may place fewer blocks than SMs) and no more than there are cluster tiles.
+  cudaLaunchConfig_t config = {};
+  config.blockDim = dim3(Tr::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = Tr::kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1] = pdl_attribute();  // GemmParams::pdl
+  config.attrs = attr;
+  config.numAttrs = 1;  // the occupancy query below asks about the cluster alone
+  long long resident = p.grid_limit / Tr::kCluster;
+  if constexpr (Tr::kCluster > 1) {
+    int clusters = 0;
+    config.gridDim = dim3(unsigned(resident * Tr::kCluster));
+    // Depends only on the kernel and the device: asked once per device.
+    if (cudaError_t e = once_per_device<Tr>(&clusters, [&](int* r) {
+          const cudaError_t err = cudaOccupancyMaxActiveClusters(r, general, &config);  // the offload kernel alike
+          return err == cudaSuccess && *r < 1 ? cudaErrorInvalidConfiguration : err;  // would never run
+        });
+        e != cudaSuccess) {
+      return e;
+    }
+    resident = std::min<long long>(resident, clusters);
+  }
+  // The host planned the stream-K tail for one cluster per SM pair (or SM); with fewer resident
+  // the segments would not be balanced: launch without it (its counters and partials go unused).
+  if (p.sk_tiles > 0 && resident < p.sk_workers) params.p.sk_tiles = 0;
+  // Units: (cluster tile, K slice) pairs; the host keeps their count below 2^31 (32-bit ids).
+  const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
+  // (and below 2^31 - grid, so that the blocks' `u += step` cannot overflow either)
+  if (units * Tr::kCluster > std::numeric_limits<int>::max() - p.grid_limit) return cudaErrorInvalidValue;
+  // The activation warps' kernel where it applies and blocks have two tiles or more (a block's
+  // last tile has no main loop after it to hide their work under); else the lean one where it applies.
+  auto* kernel = units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel
+                 : lean_applies<Tr>(params.p)                          ? lean_kernel
+                                                                        : general;
+  // Persistent: no more blocks than fit at once.
+  config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
+  config.numAttrs = p.pdl ? 2 : 1;
+  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, params); e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+}  // namespace cute_gemm::sm90
+
+#define CUTE_GEMM_SM90_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
+#define CUTE_GEMM_SM90N_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, true>(const cute_gemm::GemmParams&, cudaStream_t);
+
