@@ -54,7 +54,7 @@ Problem problem_of(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& e
   p.c_f32 = c_f32;
   if (ep.x.defined()) {
     p.has_x = true;
-    p.x = view_of(ep.x.unsqueeze(0));
+    p.x = view_of(ep.x);  // (1, M, N)
     p.x_f32 = ep.x.scalar_type() == at::kFloat;
   }
   p.alpha = ep.alpha;

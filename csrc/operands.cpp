@@ -5,18 +5,19 @@
 
 namespace cute_gemm {
 
-// A 3-D tensor as plan.h sees it.
+// A 3-D tensor, or a 2-D one as a batch of one, as plan.h sees it.
 MatrixView view_of(const at::Tensor& x) {
-  MatrixView v;
-  for (int d = 0; d < 3; ++d) {
-    v.size[d] = x.size(d);
-    v.stride[d] = x.stride(d);
+  MatrixView v;  // a 2-D x is the batch of one (1, R, C), without a view of it made
+  const int lead = 3 - int(x.dim());
+  for (int d = lead; d < 3; ++d) {
+    v.size[d] = x.size(d - lead);
+    v.stride[d] = x.stride(d - lead);
   }
+  if (lead == 1) v.stride[0] = v.size[1] * v.stride[1];
   v.addr = reinterpret_cast<uintptr_t>(x.data_ptr());
   v.element_size = int(x.element_size());
   return v;
 }
-
 
 namespace {
 

@@ -29,7 +29,7 @@ struct Operand {
 // Elements per 16-byte vector: 8 of 16 bits, 4 of 32 (TF32).
 inline int64_t vec_of(const at::Tensor& x) { return 16 / x.element_size(); }
 
-// A 3-D tensor as plan.h sees it.
+// A 3-D tensor, or a 2-D one as a batch of one, as plan.h sees it.
 MatrixView view_of(const at::Tensor& x);
 
 // Row copies held back to be launched together (copy_rows16 with several copies): the unaligned
