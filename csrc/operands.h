@@ -14,8 +14,6 @@
 
 namespace cute_gemm {
 
-inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
 // One operand seen as a batch of (MN, K) matrices: A itself, or B transposed.
 struct Operand {
   at::Tensor storage;  // keeps a padded copy alive for the launch

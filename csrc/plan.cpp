@@ -10,8 +10,6 @@
 namespace cute_gemm {
 namespace {
 
-int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
 bool vector_ready(uintptr_t addr, int64_t ld, int64_t extent, int64_t vec, int64_t vec_bytes, bool tma) {
   // cp.async (SM80) reads whole vectors (16 bytes, 4 in the narrow kernels), so the extent must
   // be whole vectors; TMA bounds its boxes by the extent itself, but refuses a zero stride (rows

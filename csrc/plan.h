@@ -14,6 +14,8 @@
 
 namespace cute_gemm {
 
+inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
 // A (L, R, C) view of an operand: sizes, strides in elements, its base address.
 struct MatrixView {
   int64_t size[3] = {1, 0, 0};
