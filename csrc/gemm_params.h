@@ -95,7 +95,7 @@ struct GemmParams {
   // benchmarks compare the two).
   bool late_c = true;
   // SM90: the lean kernel (no general X, activation or staged rows in its code) where it serves the
-  // call (sm90/run.h, lean_applies). CUTE_GEMM_LEAN_EPILOGUE=0 runs the general kernel (tests and
+  // call (sm90/configs.h, choose_epilogue_kernel). CUTE_GEMM_LEAN_EPILOGUE=0 runs the general kernel (tests and
   // benchmarks compare the two).
   bool lean_epilogue = true;
 

@@ -38,13 +38,12 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
   p.batch_a = A.batch_stride;
   p.batch_b = B.batch_stride;
   p.batch_c = batch == 1 ? p.ldc * rows : target.stride(0);
-  // 16-byte rows for TMA stores / vector stores (16-bit C only: fp32 C is stored from registers),
-  // and for the SM90 family's TMA store rows of whole 16-byte units: on the H100 the TMA store of
-  // a row's last partial unit also wrote the unit's elements past N (an out= view with padded
-  // rows, 2026-11-22). The SM80 family's vector stores bound the last unit per element.
-  p.c_vector_ok = !problem.c_f32 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
-                  (!plan.sm90 || N % kVec == 0 || plan.target == Plan::Target::kScratch) && p.batch_c % kVec == 0 &&
-                  p.batch_c > 0;
+  // 16-byte rows for TMA stores / vector stores: the plan's rule (plan.cpp, c_vectors), which
+  // reads the same strides off the target's view; its base too must be 16-byte aligned.
+  p.c_vector_ok = plan.c_vector_ok;
+  TORCH_INTERNAL_ASSERT(!p.c_vector_ok || (reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && p.ldc % kVec == 0 &&
+                                           p.batch_c % kVec == 0 && p.batch_c > 0),
+                        "the plan's C rows are not the target's");
   p.c_f32 = problem.c_f32;
   p.c_staged = plan.target == Plan::Target::kStaged;
   if (px.x.defined()) {
@@ -64,7 +63,6 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
     std::swap(p.batch_a, p.batch_b);
     p.ldc_col = p.ldc;
     p.ldc = N == 1 ? 1 : target.stride(2);
-    p.c_vector_ok = false;
   }
   p.grid_limit = problem.device.num_sms;
   p.act_offload = o.act_offload != 0;

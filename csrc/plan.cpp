@@ -242,6 +242,54 @@ void choose_row(Plan& plan, const Problem& p, const Overrides& o) {
   }
 }
 
+// Whether C's rows are 16-byte vectors the kernel stores whole: 16-bit C whose target (in place,
+// a padded scratch C, a contiguous temporary) starts 16-byte aligned with row and batch strides of
+// whole vectors; for the SM90 family also N a whole number of vectors (on the H100 the TMA store of
+// a row's last partial unit wrote past N, 2026-11-22), except into the scratch C, whose padded rows
+// take it. Never on the swapped path (C^T's rows are C's columns). The strides are those that
+// launch.cpp gives the kernel (one row: a padded stride; one batch: rows x ldc).
+bool c_vectors(const Plan& plan, const Problem& p, const MatrixView& c) {
+  const int64_t vec = 16 / p.a.element_size, n = p.b.size[2], padded = round_up(n, vec);
+  uintptr_t addr = 0;  // the scratch C and the temporary are fresh, aligned allocations
+  int64_t ldc = n, batch_c = plan.rows * n;
+  if (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged) {
+    addr = c.addr;
+    ldc = c.stride[1];
+    batch_c = c.stride[0];
+  } else if (plan.target == Plan::Target::kScratch) {
+    ldc = padded;
+    batch_c = plan.rows * padded;
+  }
+  if (plan.rows == 1) ldc = padded;
+  if (plan.batch == 1) batch_c = ldc * plan.rows;
+  return !plan.swap && !p.c_f32 && addr % 16 == 0 && ldc % vec == 0 &&
+         (!plan.sm90 || n % vec == 0 || plan.target == Plan::Target::kScratch) && batch_c % vec == 0 && batch_c > 0;
+}
+
+// X as the kernel reads it is a bias row (gemm.cpp, planned_x: no row stride, unit column stride):
+// read in place as one, or copied to one aligned row.
+bool x_is_bias_row(const Plan& plan, const Problem& p) {
+  if (plan.x_copy != Plan::XCopy::kNone) return plan.x_copy == Plan::XCopy::kRow;
+  return (p.x.size[1] == 1 || p.x.stride[1] == 0) && (p.x.size[2] == 1 || p.x.stride[2] == 1);
+}
+
+// The SM90 kernel instantiation of the call's epilogue (sm90::choose_epilogue_kernel), with the
+// clusters that run at once counted as the SMs over the cluster size (sm90/run.h asks the GPU).
+int epilogue_kernel(const Plan& plan, const Problem& p, const Overrides& o) {
+  const sm90::TileConfig& tc = sm90::kConfigs[plan.cfg];
+  sm90::EpilogueForm f;
+  f.c_vector_ok = plan.c_vector_ok;
+  f.c_f32 = p.c_f32;
+  f.act = p.act != Activation::kNone;
+  f.x_bias16 = !p.has_x || (!p.x_f32 && x_is_bias_row(plan, p));
+  f.whole_tiles = plan.splits == 1 && plan.sk_tiles == 0;
+  f.act_offload = o.act_offload != 0;
+  f.lean = o.lean_epilogue != 0;
+  f.units = sm90::block_tiles(kernel_m(plan, p), kernel_n(plan, p), tc) / tc.cluster_m * plan.batch * plan.splits;
+  f.resident = p.device.num_sms / tc.cluster_m;
+  return int(sm90::choose_epilogue_kernel(plan.cfg, plan.sm90_narrow, p.a.element_size, f));
+}
+
 }  // namespace
 
 bool runnable(const Plan& plan, const Problem& p, int cfg, int splits) {
@@ -352,6 +400,8 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.sk_tiles = tail.tiles;
   plan.sk_slots = tail.slots;
   plan.sk_workers = tail.workers;
+  plan.c_vector_ok = c_vectors(plan, p, c);
+  if (plan.sm90) plan.epilogue = epilogue_kernel(plan, p, o);
   return plan;
 }
 
@@ -378,6 +428,8 @@ std::string describe(const Plan& plan, const Problem& p) {
   line("c", targets[int(plan.target)]);
   const char* xs[] = {"in place", "copied to one row", "copied to rows"};
   line("x", p.has_x ? xs[int(plan.x_copy)] : "none");
+  const char* epilogues[] = {"general", "lean", "activation warps"};
+  line("epilogue", epilogues[plan.epilogue]);
   line("pdl", plan.pdl ? "true" : "false");
   line("fast_hbm", plan.hbm_fast ? "true" : "false");
   line("autotune", plan.autotune ? "true" : "false");

@@ -97,6 +97,12 @@ struct Plan {
   int splits = 1;  // K slices
   bool autotune = false;  // the autotune cache may replace cfg / splits (gemm.cpp)
   int sk_tiles = 0, sk_slots = 0, sk_workers = 0;  // the stream-K tail, cluster tiles (0: none)
+  // C's rows are 16-byte vectors the kernel stores whole (TMA on sm90, vector stores on sm80):
+  // GemmParams::c_vector_ok.
+  bool c_vector_ok = false;
+  // sm90: the kernel instantiation of the call's epilogue (sm90::choose_epilogue_kernel; sm90/run.h
+  // launches the same unless fewer clusters fit at once than the SMs over the cluster size).
+  int epilogue = 0;  // sm90::EpilogueKernel
   const char* rule = "";  // the rule that chose cfg (or why the call takes torch's path)
   // A knob combination that cannot run: gemm.cpp raises it (a ValueError unless runtime_error).
   std::string error;

@@ -390,6 +390,8 @@ def test_lean_kernel_gives_the_general_kernels_bits(case, layout, monkeypatch):
             assert sm90_kernel_kinds(lambda: cute_gemm.addmm(bias, a, b, activation="relu")) <= {"general", "offload"}
 
 
+# explain's epilogue names against sm90_kernel_kinds' names of the instantiation that ran.
+EPILOGUE_KINDS = {"lean": "lean", "activation warps": "offload", "general": "general"}
 # (M, N, K, layout, with a bias): the chooser's rows 2, 0, 12, 9 and 5, a swapped decode row.
 EXPLAIN_CASES = [(4096, 4096, 4096, "nt", False), (8192, 4096, 1024, "nt", True), (2048, 2048, 2048, "nn", False),
                  (3072, 1024, 8192, "tn", False), (512, 1024, 8192, "nn", False), (64, 8192, 8192, "nt", True),
@@ -417,6 +419,7 @@ def test_explain_names_the_kernel_that_runs(case, monkeypatch):
     assert plan["swapped"] == (plan["row"] in SWAP_ROWS)
     run = (lambda: cute_gemm.addmm(bias, a, b)) if with_bias else (lambda: cute_gemm.mm(a, b))
     assert sm90_rows_run(run) == {plan["row"]}, str(plan)
+    assert sm90_kernel_kinds(run) == {EPILOGUE_KINDS[plan["epilogue"]]}, str(plan)
     copies = plan["a"].endswith("copied") + plan["b"].endswith("copied")
     before = allocations()
     run()
@@ -426,6 +429,21 @@ def test_explain_names_the_kernel_that_runs(case, monkeypatch):
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "1")
     assert cute_gemm.explain(a, b)["row"] == 1
     assert cute_gemm.explain(a.unsqueeze(0), b.unsqueeze(0))["row"] == 1
+
+
+def test_explain_names_the_epilogue_kernel(monkeypatch):
+    """explain's epilogue is the sm90 kernel instantiation that runs (sm90::choose_epilogue_kernel):
+    the activation warps for an activation on many 128x256 tiles, the lean kernel for a bias alone,
+    the general kernel for an (M, N) input."""
+    use_family(monkeypatch, "sm90")
+    a, b = make_operand(8192, 1024, "n", torch.bfloat16), make_operand(1024, 8192, "t", torch.bfloat16)
+    bias = torch.randn(8192, device="cuda").to(torch.bfloat16)
+    c_in = torch.randn(8192, 8192, device="cuda").to(torch.bfloat16)
+    cases = [((bias, a, b), {"activation": "gelu"}), ((bias, a, b), {}), ((c_in, a, b), {})]
+    plans = [cute_gemm.explain(a, b, x, **kw) for (x, _, _), kw in cases]
+    assert [p["epilogue"] for p in plans] == ["activation warps", "lean", "general"]
+    for (args, kw), plan in zip(cases, plans):
+        assert sm90_kernel_kinds(lambda: cute_gemm.addmm(*args, **kw)) == {EPILOGUE_KINDS[plan["epilogue"]]}, str(plan)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -32,9 +32,10 @@ MatrixView view(long long l, long long r, long long c, bool row_major, int elem,
 int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
-  int family, sm90_config, splits, narrow, stream_k, c_staged;
+  int family, sm90_config, splits, narrow, stream_k, c_staged, lean_epilogue, act_offload;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
-         b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> c_staged) {
+         b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> c_staged >>
+         lean_epilogue >> act_offload) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -62,6 +63,8 @@ int main() {
     o.narrow = narrow;
     o.stream_k = stream_k;
     o.c_staged = c_staged;
+    o.lean_epilogue = lean_epilogue;
+    o.act_offload = act_offload;
     const Plan plan = plan_for(p, o);
     std::string s = describe(plan, p);
     for (char& ch : s) if (ch == '\n') ch = '|';
@@ -72,7 +75,8 @@ int main() {
 
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
-                family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, c_staged=-1)
+                family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, c_staged=-1, lean_epilogue=-1,
+                act_offload=-1)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -168,3 +172,28 @@ def test_stream_k_tail_and_knob_errors(plan_of):
     assert plan_of(4096, 14336, 4096, splits=2)["stream_k_tiles"] == "0"  # split K has no tail
     # CUTE_GEMM_FAMILY=sm90 on an sm_80 GPU.
     assert plan_of(256, 256, 256, major=8, sms=108, family=2)["error"].startswith("CUTE_GEMM_FAMILY=sm90 needs")
+
+
+@needs_cxx
+def test_epilogue_kernel(plan_of):
+    """The sm90 kernel instantiation (sm90::choose_epilogue_kernel, which sm90/run.h launches by)."""
+    assert plan_of(4096, 4096, 4096)["epilogue"] == "lean"  # a plain product
+    assert plan_of(8192, 4096, 1024, x_kind=1)["epilogue"] == "lean"  # nn.Linear's bias
+    assert plan_of(8192, 4096, 1024, x_kind=2)["epilogue"] == "lean"  # a strided bias, copied to one row
+    assert plan_of(8192, 4096, 1024, x_kind=4)["epilogue"] == "general"  # an (M, N) input
+    assert plan_of(8192, 4096, 1024, x_kind=5)["epilogue"] == "general"  # a column, copied to rows
+    assert plan_of(8192, 4096, 1024, c_f32=1)["epilogue"] == "general"
+    assert plan_of(4096, 4096, 4096, lean_epilogue=0)["epilogue"] == "general"
+    assert plan_of(574, 574, 576, narrow=0)["epilogue"] == "general"  # rows TMA cannot store (staged)
+    assert plan_of(16, 4096, 4096)["epilogue"] == "general"  # the swapped rows: element stores of C^T
+    assert plan_of(256, 256, 256, elem=4, allow_tf32=1)["epilogue"] == "general"
+    # An activation: the activation warps on 128x256 tiles with two tiles or more per block.
+    many = plan_of(8192, 8192, 1024, x_kind=1, act=2)
+    assert int(many["row"]) in (0, 2) and many["epilogue"] == "activation warps", many
+    assert plan_of(8192, 8192, 1024, x_kind=1, act=2, act_offload=0)["epilogue"] == "general"
+    assert plan_of(8192, 8192, 1024, act=2, splits=2)["epilogue"] == "general"  # K slices: whole tiles only
+    few = plan_of(1024, 1024, 1024, act=2)  # fewer tiles than two per block (or another row)
+    assert few["epilogue"] == "general", few
+    assert plan_of(1024, 1024, 1024)["epilogue"] == "lean"
+    # The SM80 family has one kernel per row.
+    assert plan_of(4096, 4096, 4096, major=8, sms=108, peak=2039)["epilogue"] == "general"

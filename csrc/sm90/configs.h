@@ -284,4 +284,49 @@ inline int choose_narrow_config(int m, int n, int k, long long batch, int num_sm
   }
 }
 
+// Which instantiation of the row's kernel runs a call (sm90/run.h launches it, plan.cpp reports it
+// in cute_gemm.explain): the lean kernel (no general X term, activation or staged rows in its code)
+// for the common epilogues, the activation warps' kernel for an activation on 128x256 tiles, else
+// the general kernel (docs/design.md, the lean kernel and the activation warps).
+enum class EpilogueKernel : int { kGeneral = 0, kLean = 1, kActWarps = 2 };
+
+// The rows that have each kernel: 16-bit operands (a staged, TMA-stored C of the operands' type),
+// not the narrow kernels (their cp.async producer). The lean kernel needs C chunks of 64 columns
+// or more (the swapped rows' 16- and 32-column chunks are small already); the activation warps
+// need 128x256 tiles (a tile's epilogue with a main loop to hide under).
+constexpr bool has_lean_kernel(int cfg, bool narrow, int elem_bytes) {
+  return elem_bytes == 2 && !narrow && kConfigs[cfg].bn >= 64;
+}
+constexpr bool has_act_warps_kernel(int cfg, bool narrow, int elem_bytes) {
+  return elem_bytes == 2 && !narrow && kConfigs[cfg].bm == 128 && kConfigs[cfg].bn == 256;
+}
+
+// What the choice reads of a call: its C and epilogue, its split, the two knobs, and its work.
+struct EpilogueForm {
+  bool c_vector_ok = false;  // 16-byte aligned C rows that TMA stores (GemmParams::c_vector_ok)
+  bool c_f32 = false;
+  bool act = false;          // an activation
+  bool x_bias16 = true;      // no X, or X a 16-bit bias row (x_ldm == 0, x_ldn == 1)
+  bool whole_tiles = true;   // no K slices and no stream-K tail
+  bool act_offload = true;   // CUTE_GEMM_ACT_OFFLOAD
+  bool lean = true;          // CUTE_GEMM_LEAN_EPILOGUE
+  long long units = 0;       // (cluster tile, K slice) units of the launch
+  long long resident = 0;    // clusters that run at once
+};
+
+// The activation warps' kernel where its row has it, for 16-bit TMA-stored C with an activation and
+// at most a 16-bit bias, whole tiles, and two tiles or more per block (a block's last tile has no
+// main loop after it to hide their work under); else the lean kernel where its row has it, for
+// 16-bit TMA-stored C without an activation and at most a 16-bit bias (split-K and stream-K
+// alike); else the general kernel.
+constexpr EpilogueKernel choose_epilogue_kernel(int cfg, bool narrow, int elem_bytes, const EpilogueForm& f) {
+  const bool plain_c = f.c_vector_ok && !f.c_f32 && f.x_bias16;
+  if (has_act_warps_kernel(cfg, narrow, elem_bytes) && f.act_offload && plain_c && f.act && f.whole_tiles &&
+      f.units >= 2 * f.resident) {
+    return EpilogueKernel::kActWarps;
+  }
+  if (has_lean_kernel(cfg, narrow, elem_bytes) && f.lean && plain_c && !f.act) return EpilogueKernel::kLean;
+  return EpilogueKernel::kGeneral;
+}
+
 }  // namespace cute_gemm::sm90

@@ -39,7 +39,7 @@ namespace cute_gemm::sm90 {
 
 // kOffload: the activation warps' kernel (see below), launched by run() (sm90/run.h) where they apply; it has
 // no split-K / stream-K and no epilogue math in the consumers, which keeps their registers free.
-// kLean: the kernel of the common call (lean_applies, sm90/run.h): TMA-stored 16-bit C, at most alpha
+// kLean: the kernel of the common call (choose_epilogue_kernel, sm90/configs.h): TMA-stored 16-bit C, at most alpha
 // and a 16-bit bias row, no activation. It leaves out the general X term, the consumers'
 // activations, the staged rows and the element stores, which are most of the general kernel's
 // code (21,744 instructions against 3,592 on row 2, docs/tuning.md section 24): the epilogue's
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
   // pre-activation z = alpha * acc + beta * bias in fp32 and round it once, as torch.addmm rounds
   // its result, so the activation warps see act's argument to 16 bits: an accumulator past
   // float16's range that alpha scales back, or a bias that cancels it, stays exact. Whole tiles
-  // only (no split-K, no stream-K), and X at most a 16-bit bias: run() checks (offload_applies).
+  // only (no split-K, no stream-K), and X at most a 16-bit bias (choose_epilogue_kernel, sm90/configs.h).
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer

@@ -22,32 +22,20 @@ struct KernelTag {};
 template <class Tr>
 struct RegisterTag {};
 
-// The tiles that have the activation warps' kernel: 128x256 (the large problems, where the
-// epilogue has a main loop to hide under) with staged C.
-template <class Tr>
-constexpr bool kOffloadTile = Tr::kStageC && Tr::kBM == 128 && Tr::kBN == 256 && !Tr::kCpAsync;
-
-// Whether the activation warps' kernel serves p: such a tile, 16-bit C with 16-byte aligned rows,
-// an activation, at most a 16-bit bias, whole tiles.
-template <class Tr>
-bool offload_applies(const GemmParams& p) {
-  return kOffloadTile<Tr> && p.act_offload && p.c_vector_ok && !p.c_f32 &&
-         p.act != Activation::kNone && p.splits == 1 && p.sk_tiles == 0 &&
-         (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
-}
-
-// The tiles that have the lean kernel: TMA-stored C chunks of 64 columns or more (the narrow
-// rows' chunks, and rows 6, 10 and 11's 16- and 32-column ones, stay with the general kernel:
-// they are small already).
-template <class Tr>
-constexpr bool kLeanTile = Tr::kStageC && Tr::kBN >= 64 && !Tr::kCpAsync;
-
-// Whether the lean kernel serves p: 16-bit C with 16-byte aligned rows, no activation, and X at
-// most a 16-bit bias row (the forms of the epilogue it keeps). Split-K and stream-K alike.
-template <class Tr>
-bool lean_applies(const GemmParams& p) {
-  return kLeanTile<Tr> && p.lean_epilogue && p.c_vector_ok && !p.c_f32 && p.act == Activation::kNone &&
-         (p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32));
+// The call's epilogue as choose_epilogue_kernel (sm90/configs.h) reads it; units and resident: the
+// launch's (cluster tile, K slice) units and the clusters that run at once.
+inline EpilogueForm epilogue_form(const GemmParams& p, long long units, long long resident) {
+  EpilogueForm f;
+  f.c_vector_ok = p.c_vector_ok;
+  f.c_f32 = p.c_f32;
+  f.act = p.act != Activation::kNone;
+  f.x_bias16 = p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32);
+  f.whole_tiles = p.splits == 1 && p.sk_tiles == 0;
+  f.act_offload = p.act_offload;
+  f.lean = p.lean_epilogue;
+  f.units = units;
+  f.resident = resident;
+  return f;
 }
 
 template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
@@ -55,16 +43,19 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
   using T = typename Tr::Element;
   constexpr int smem = Tr::kSmemBytes;
+  // Whether the row has the activation warps' and the lean kernel (sm90/configs.h).
+  constexpr bool kActWarpsTile = has_act_warps_kernel(Cfg, CpAsync, int(sizeof(T)));
+  constexpr bool kLeanTile = has_lean_kernel(Cfg, CpAsync, int(sizeof(T)));
   auto* general = &gemm_kernel<Tr, false>;
-  auto* offload_kernel = [] {  // instantiated only where offload_applies can hold
-    if constexpr (kOffloadTile<Tr>) {
+  auto* offload_kernel = [] {  // instantiated only where the row has it
+    if constexpr (kActWarpsTile) {
       return &gemm_kernel<Tr, true>;
     } else {
       return &gemm_kernel<Tr, false>;
     }
   }();
-  auto* lean_kernel = [] {  // instantiated only where lean_applies can hold
-    if constexpr (kLeanTile<Tr>) {
+  auto* lean_kernel = [] {  // instantiated only where the row has it
+    if constexpr (kLeanTile) {
       return &gemm_kernel<Tr, false, true>;
     } else {
       return &gemm_kernel<Tr, false>;
@@ -73,13 +64,13 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   if (cudaError_t e = opt_in_smem<KernelTag<Tr, 0>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
     return e;
   }
-  if constexpr (kOffloadTile<Tr>) {
+  if constexpr (kActWarpsTile) {
     if (cudaError_t e = opt_in_smem<KernelTag<Tr, 1>>(reinterpret_cast<const void*>(offload_kernel), smem);
         e != cudaSuccess) {
       return e;
     }
   }
-  if constexpr (kLeanTile<Tr>) {
+  if constexpr (kLeanTile) {
     if (cudaError_t e = opt_in_smem<KernelTag<Tr, 2>>(reinterpret_cast<const void*>(lean_kernel), smem);
         e != cudaSuccess) {
       return e;
@@ -163,11 +154,13 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
   // (and below 2^31 - grid, so that the blocks' `u += step` cannot overflow either)
   if (units * Tr::kCluster > std::numeric_limits<int>::max() - p.grid_limit) return cudaErrorInvalidValue;
-  // The activation warps' kernel where it applies and blocks have two tiles or more (a block's
-  // last tile has no main loop after it to hide their work under); else the lean one where it applies.
-  auto* kernel = units >= 2 * resident && offload_applies<Tr>(params.p) ? offload_kernel
-                 : lean_applies<Tr>(params.p)                          ? lean_kernel
-                                                                        : general;
+  // The kernel of the call's epilogue (sm90/configs.h, choose_epilogue_kernel; plan.cpp reports it
+  // with the resident clusters counted as the SMs over the cluster size).
+  const EpilogueKernel which =
+      choose_epilogue_kernel(Cfg, CpAsync, int(sizeof(T)), epilogue_form(params.p, units, resident));
+  auto* kernel = which == EpilogueKernel::kActWarps ? offload_kernel
+                 : which == EpilogueKernel::kLean   ? lean_kernel
+                                                    : general;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   config.numAttrs = p.pdl ? 2 : 1;
