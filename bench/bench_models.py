@@ -11,7 +11,8 @@ Workloads (random weights, no downloads; shapes of the model families named in t
   prefill     two Llama-3-8B layers (d 4096, 32 heads, 8 KV heads, ff 14336, RMSNorm, RoPE, gated
               SiLU MLP; Mistral-7B has the same layer) over 2048 and 8192 tokens, inference
   decode      eight such layers (weights stream from HBM, as in a real model's step) at M tokens
-              (M sequences with 1024 cached tokens each), one step captured in a CUDA graph
+              (M sequences with 1024 cached tokens each, in a static KV cache that the step writes
+              its token into, as serving engines keep one), one step captured in a CUDA graph
 
 Peers: torch eager (the baseline of every ratio), and with --peers compile the torch model under
 torch.compile (what a user would try instead) and cute_gemm's model under torch.compile.
@@ -141,8 +142,10 @@ def build_modules(torch):
             q = rope(q.view(b, t, self.heads, self.hd).transpose(1, 2), cos, sin)
             k = rope(k.view(b, t, self.kv_heads, self.hd).transpose(1, 2), cos, sin)
             v = v.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
-            if cache is not None:  # decode: attend to the cached tokens and the new one
-                k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+            if cache is not None:  # decode: the new tokens into the static cache's last slots, then attend to all
+                cache[0][:, :, -t:] = k
+                cache[1][:, :, -t:] = v
+                k, v = cache
             y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=True)
             x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
             h = self.norm2(x)
@@ -328,8 +331,10 @@ def inference_rows(torch, cute_gemm, decode: bool, args) -> list[dict]:
         x = torch.randn(batch, t, cfg["d"], device="cuda", dtype=dtype)
         positions = torch.arange(DECODE_CONTEXT, DECODE_CONTEXT + 1) if decode else torch.arange(t)
         cos, sin = rope_tables(torch, positions.cuda(), hd, dtype)
-        caches = [(torch.randn(batch, cfg["kv_heads"], DECODE_CONTEXT, hd, device="cuda", dtype=dtype),
-                   torch.randn(batch, cfg["kv_heads"], DECODE_CONTEXT, hd, device="cuda", dtype=dtype))
+        # The cached tokens and one slot for the step's token (written in place each step: a static
+        # cache; concatenating the whole cache every step would cost more than the step's GEMMs at M = 64).
+        caches = [(torch.randn(batch, cfg["kv_heads"], DECODE_CONTEXT + 1, hd, device="cuda", dtype=dtype),
+                   torch.randn(batch, cfg["kv_heads"], DECODE_CONTEXT + 1, hd, device="cuda", dtype=dtype))
                   for _ in range(n_layers)] if decode else None
         with torch.no_grad():
             ref = reference(x.float(), cos.float(), sin.float(),

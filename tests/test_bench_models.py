@@ -44,6 +44,27 @@ def test_models_and_the_swap_on_meta_tensors():
     assert layer(torch.empty(3, 1, 64, device="meta"), cos[:1], sin[:1], cache).shape == (3, 1, 64)
 
 
+def test_decode_writes_its_token_into_the_static_cache():
+    """A decode step writes its token's key and value into the cache's last slot before attention reads
+    it: what that slot held before does not change the output."""
+    torch.manual_seed(0)
+    _, LlamaLayer = bench.build_modules(torch)
+    layer = LlamaLayer(d=64, heads=4, kv_heads=2, ff=160).eval()
+    cos, sin = bench.rope_tables(torch, torch.arange(7, 8), 16, torch.float32)
+    x = torch.randn(3, 1, 64)
+    outs, slots = [], []
+    for fill in (0.0, 1e4):
+        cache = (torch.randn(3, 2, 8, 16, generator=torch.Generator().manual_seed(1)),
+                 torch.randn(3, 2, 8, 16, generator=torch.Generator().manual_seed(2)))
+        cache[0][:, :, -1:] = fill
+        cache[1][:, :, -1:] = fill
+        with torch.no_grad():
+            outs.append(layer(x, cos, sin, cache))
+        slots.append(cache[1][:, :, -1:].clone())
+    assert torch.equal(outs[0], outs[1]) and torch.equal(slots[0], slots[1])
+    assert not torch.equal(slots[0], torch.zeros_like(slots[0]))
+
+
 def rows():
     def res(ms, **extra):
         return {"ms": ms, "ok": True, "gemm_ms": ms / 2, "kernels": 100, **extra}
