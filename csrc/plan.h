@@ -100,8 +100,10 @@ struct Plan {
   // C's rows are 16-byte vectors the kernel stores whole (TMA on sm90, vector stores on sm80):
   // GemmParams::c_vector_ok.
   bool c_vector_ok = false;
-  // sm90: the kernel instantiation of the call's epilogue (sm90::choose_epilogue_kernel; sm90/run.h
-  // launches the same unless fewer clusters fit at once than the SMs over the cluster size).
+  // sm90: the kernel instantiation of the call's epilogue (sm90::choose_epilogue_kernel). sm90/run.h
+  // launches the same unless fewer 2x1 clusters fit at once than half the SMs (then its units per
+  // cluster, and whether it drops the stream-K tail, can differ) or the autotune cache replaces
+  // the row or slices.
   int epilogue = 0;  // sm90::EpilogueKernel
   const char* rule = "";  // the rule that chose cfg (or why the call takes torch's path)
   // A knob combination that cannot run: gemm.cpp raises it (a ValueError unless runtime_error).

@@ -62,7 +62,13 @@ def test_decode_writes_its_token_into_the_static_cache():
             outs.append(layer(x, cos, sin, cache))
         slots.append(cache[1][:, :, -1:].clone())
     assert torch.equal(outs[0], outs[1]) and torch.equal(slots[0], slots[1])
-    assert not torch.equal(slots[0], torch.zeros_like(slots[0]))
+    # The slots hold the token's value and its rotated key.
+    with torch.no_grad():
+        _, k, v = layer.qkv(layer.norm1(x)).split([64, 32, 32], -1)
+        k, v = (z.view(3, 1, 2, 16).transpose(1, 2) for z in (k, v))
+        k1, k2 = k.chunk(2, -1)
+        k = k * cos + torch.cat([-k2, k1], -1) * sin
+    assert torch.allclose(cache[1][:, :, -1:], v) and torch.allclose(cache[0][:, :, -1:], k)
 
 
 def rows():
