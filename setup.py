@@ -9,6 +9,7 @@ Environment:
                                   runtime knob CUTE_GEMM_SM90_NARROW=1 needs them)
 """
 
+import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -43,6 +44,12 @@ if extra_includes:
     print(f"cute_gemm: CUDA headers torch needs, from its wheels: {', '.join(map(str, extra_includes))}")
 
 common = ["-O3", "-DNDEBUG"]  # NDEBUG: asserts in CUTLASS headers cost registers and serialize
+# A digest of the project's headers in every unit (gemm_params.h spells it out): a compiler cache
+# (ccache, which torch's build uses where it is installed) hashes what the first device pass
+# preprocesses, and for the sm90 files that pass (compute_80) reads sm90/kernel_stub.h, not
+# kernel.h, run.h or traits.h; without the digest it served stale objects after a change to those.
+HEADERS_ID = hashlib.sha1(b"".join(h.read_bytes() for h in sorted((ROOT / "csrc").rglob("*.h")))).hexdigest()[:16]
+common.append(f"-DCUTE_GEMM_HEADERS_ID={HEADERS_ID}")
 if build_paths.targets_sm90a(os.environ["TORCH_CUDA_ARCH_LIST"]):
     common.append("-DCUTE_GEMM_HAS_SM90A")  # the host may dispatch to the WGMMA family
 if os.environ.get("CUTE_GEMM_TRACE") == "1":

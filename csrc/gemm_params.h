@@ -17,7 +17,17 @@
 #endif
 #define CUTE_GEMM_LAYOUT_BUILT(AK, BK) (((CUTE_GEMM_LAYOUTS_MASK) >> ((AK) * 2 + (BK))) & 1)
 
+// The build's digest of csrc's headers (setup.py), written into every unit's preprocessed text so
+// that a compiler cache keyed on it (ccache) cannot serve an object compiled against other headers.
+#ifndef CUTE_GEMM_HEADERS_ID
+#define CUTE_GEMM_HEADERS_ID none
+#endif
+#define CUTE_GEMM_STRINGIFY_(x) #x
+#define CUTE_GEMM_STRINGIFY(x) CUTE_GEMM_STRINGIFY_(x)
+
 namespace cute_gemm {
+
+inline constexpr const char kHeadersId[] = CUTE_GEMM_STRINGIFY(CUTE_GEMM_HEADERS_ID);
 
 // kTF32: float32 operands multiplied on the tensor cores as TF32 (torch allow_tf32); C is fp32.
 enum class DType : int { kF16 = 0, kBF16 = 1, kTF32 = 2 };
