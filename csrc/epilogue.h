@@ -205,7 +205,7 @@ CUTE_DEVICE void add_bias_pairs(V& v, Coord const& coord, uint32_t pair, const G
 
 // act(alpha * v + beta * X) on one chunk (see add_x_chunk); T: the operands' element type.
 // bias16: X is a 16-bit bias whose pairs for this chunk are in `pair` (see load_bias_pair).
-// kActivate = false: alpha * v + beta * X only (the activation warps apply act, sm90/kernel.h).
+// kActivate = false: alpha * v + beta * X only (the activation warps apply act, sm90/activation_warps.h).
 // kGeneralX = false: X is a 16-bit bias or absent (the lean sm90 kernel: the general X code left out).
 template <class T, bool kActivate = true, bool kGeneralX = true, class V, class Coord>
 CUTE_DEVICE void epilogue_chunk(V& v, Coord const& coord, int row0, int col0, bool bias16, uint32_t pair,

@@ -63,7 +63,7 @@ struct GemmParams {
   bool c_vector_ok = false;  // ldc, batch_c and c's base allow 16-byte stores
   // SM90, 16-bit C whose rows TMA cannot store (not c_vector_ok), written in place, no activation:
   // the consumers stage each C chunk in shared memory as for the TMA store and write its rows
-  // themselves, a thread per 16-byte unit of a row (sm90/kernel.h, write_slice), instead of
+  // themselves, a thread per 16-byte unit of a row (sm90/epilogue_c.h, write_slice), instead of
   // element stores straight from the accumulators.
   bool c_staged = false;
 
@@ -92,7 +92,7 @@ struct GemmParams {
   Activation act = Activation::kNone;
   bool x_f32 = false;  // X holds fp32 values (else the operands' type)
   bool c_f32 = false;  // C is fp32 (else the operands' type)
-  // SM90: the activation warps apply bias and activation where they can (sm90/kernel.h);
+  // SM90: the activation warps apply bias and activation where they can (sm90/activation_warps.h);
   // CUTE_GEMM_ACT_OFFLOAD=0 keeps them in the consumers (tests and benchmarks compare the two).
   bool act_offload = true;
   // SM90: launch with programmatic dependent launch (PDL), so that back-to-back calls overlap one
@@ -101,7 +101,7 @@ struct GemmParams {
   bool pdl = true;
   // SM90, 128x256 tiles: a tile's first two C chunks are only written to shared memory in its
   // epilogue; the fence, the barrier and their TMA stores run under the next unit's main loop
-  // (sm90/kernel.h). CUTE_GEMM_LATE_C=0 fences and stores them in the epilogue (tests and
+  // (sm90/epilogue_c.h). CUTE_GEMM_LATE_C=0 fences and stores them in the epilogue (tests and
   // benchmarks compare the two).
   bool late_c = true;
   // SM90: the lean kernel (no general X, activation or staged rows in its code) where it serves the

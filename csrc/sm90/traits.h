@@ -85,7 +85,7 @@ struct KernelTraits {
                                       make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
-  // The narrow kernels' producer threads (kernel.h's NarrowLoader), each arriving on a stage's
+  // The narrow kernels' producer threads (producer.h's NarrowLoader), each arriving on a stage's
   // full barrier once its copies have landed.
   static constexpr int kCopyThreads = 128;
 
@@ -137,7 +137,7 @@ struct KernelTraits {
     alignas(8) uint64_t empty[kStages];  // every consumer thread done reading -> producer may refill
     int split_last;  // split-K: this block's slice was the tile's last to arrive (tells all consumers)
     BatchTile c_tile[kConsumers];  // the tile whose C chunks each consumer's leader thread stores
-    // The activation warps (kernel.h): staging buffer b holds a chunk of 16-bit pre-activations of
+    // The activation warps (activation_warps.h): staging buffer b holds a chunk of 16-bit pre-activations of
     // tile c_buf_tile[b] (every consumer thread arrives on c_ready[b]), and its store has read it
     // (the storing thread arrives on c_free[b]).
     alignas(8) uint64_t c_ready[2];
@@ -149,7 +149,7 @@ struct KernelTraits {
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an SM90 block can opt in to: fewer stages");
 
   // Register split: the producer warpgroup needs few, the consumers hold 128 fp32 accumulators
-  // and two deferred C chunks (kernel.h; row 7: 96 and six 32-column chunks). 40 + 2 x 232 = 3 x 168, the pool that 384 threads of
+  // and two deferred C chunks (epilogue_c.h; row 7: 96 and six 32-column chunks). 40 + 2 x 232 = 3 x 168, the pool that 384 threads of
   // __launch_bounds__(384, 1) start with. (40 spilled in the producer with a multicast MN-major
   // B until its k-loop stopped being unrolled.)
   // Three consumer warpgroups (row 8's 192-row tiles, 512 threads): 32 + 3 x 160 = 4 x 128, the
