@@ -123,7 +123,7 @@ struct Tail {
 };
 Tail choose_tail(const Plan& plan, const Problem& p, int cfg, int splits);
 
-// Operands read in place by the kernels (operands.cpp): whether the view serves, and as
+// Operands read in place by the kernels (in_place.cpp): whether the view serves, and as
 // which major-ness. tma: the SM90 kernels; k_major_only: the TF32 kernels; narrow: 4-byte vectors.
 struct InPlace {
   bool ok = false;

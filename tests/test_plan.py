@@ -85,7 +85,7 @@ def plan_of(tmp_path_factory):
     """plan_of(m, n, k, **fields) -> the plan's fields as a dict; plans([...]) for many at once."""
     src = tmp_path_factory.mktemp("plan") / "plan_driver.cpp"
     src.write_text(DRIVER)
-    exe = build(src, CSRC / "plan.cpp")
+    exe = build(src, CSRC / "plan.cpp", CSRC / "in_place.cpp")
 
     def plans(cases):
         lines = []

@@ -38,75 +38,85 @@ inline EpilogueForm epilogue_form(const GemmParams& p, long long units, long lon
   return f;
 }
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
-cudaError_t run(const GemmParams& p, cudaStream_t stream) {
-  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
-  using T = typename Tr::Element;
-  constexpr int smem = Tr::kSmemBytes;
-  // Whether the row has the activation warps' and the lean kernel (sm90/configs.h).
-  constexpr bool kActWarpsTile = has_act_warps_kernel(Cfg, CpAsync, int(sizeof(T)));
-  constexpr bool kLeanTile = has_lean_kernel(Cfg, CpAsync, int(sizeof(T)));
-  auto* general = &gemm_kernel<Tr, false>;
-  auto* offload_kernel = [] {  // instantiated only where the row has it
-    if constexpr (kActWarpsTile) {
+// The instantiations of one row: the general kernel, and the activation warps' and the lean one
+// where the row has them (sm90/configs.h; the general kernel stands in where it has not).
+template <class Tr, bool kHasActWarps, bool kHasLean>
+struct RowKernels {
+  using Fn = void (*)(KernelParams<Tr>);
+  Fn general = &gemm_kernel<Tr, false>;
+  Fn act_warps = [] {
+    if constexpr (kHasActWarps) {
       return &gemm_kernel<Tr, true>;
     } else {
       return &gemm_kernel<Tr, false>;
     }
   }();
-  auto* lean_kernel = [] {  // instantiated only where the row has it
-    if constexpr (kLeanTile) {
+  Fn lean = [] {
+    if constexpr (kHasLean) {
       return &gemm_kernel<Tr, false, true>;
     } else {
       return &gemm_kernel<Tr, false>;
     }
   }();
-  if (cudaError_t e = opt_in_smem<KernelTag<Tr, 0>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
-    return e;
-  }
-  if constexpr (kActWarpsTile) {
-    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 1>>(reinterpret_cast<const void*>(offload_kernel), smem);
-        e != cudaSuccess) {
-      return e;
-    }
-  }
-  if constexpr (kLeanTile) {
-    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 2>>(reinterpret_cast<const void*>(lean_kernel), smem);
-        e != cudaSuccess) {
-      return e;
-    }
-  }
-  // The warpgroups' setmaxnreg split must fit the registers the block launches with (traits.h
-  // asserts it against the most the launch bounds allow; this checks what ptxas gave the kernel):
-  // otherwise the consumers' increase would wait forever. Once per device; the fewer of the general
-  // and the lean kernel's (the offload kernel's split is its own, 56 + 2 x 224).
-  int regs = 0;
-  if (cudaError_t e = once_per_device<RegisterTag<Tr>>(&regs, [&](int* r) {
-        cudaFuncAttributes attr{}, lean{};
-        cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
-        if (err == cudaSuccess) err = cudaFuncGetAttributes(&lean, reinterpret_cast<const void*>(lean_kernel));
-        *r = std::min(attr.numRegs, lean.numRegs);
-        return err;
-      });
-      e != cudaSuccess) {
-    return e;
-  }
-  if (regs * Tr::kThreads < 128 * (Tr::kProducerRegs + Tr::kConsumers * Tr::kConsumerRegs)) return cudaErrorInvalidConfiguration;
 
-  // (MN,K,L): the batch is TMA's third dimension, of a stride that TMA wants a nonzero multiple of
-  // 16 bytes. A broadcast operand (batch stride 0, `w.expand(L, K, N)`: one matrix for every batch,
-  // read in place) is described as one matrix of a packed batch stride, and the kernel reads its
-  // batch 0 for every tile.
+  // Once per device: the shared-memory opt-in of each kernel, and the check that the warpgroups'
+  // setmaxnreg split fits the registers the block launches with (traits.h asserts it against the
+  // most the launch bounds allow; this checks what ptxas gave the kernel): otherwise the
+  // consumers' increase would wait forever. The fewer of the general and the lean kernel's (the
+  // activation warps' kernel's split is its own, 56 + 2 x 224).
+  cudaError_t prepare() const {
+    constexpr int smem = Tr::kSmemBytes;
+    if (cudaError_t e = opt_in_smem<KernelTag<Tr, 0>>(reinterpret_cast<const void*>(general), smem); e != cudaSuccess) {
+      return e;
+    }
+    if constexpr (kHasActWarps) {
+      if (cudaError_t e = opt_in_smem<KernelTag<Tr, 1>>(reinterpret_cast<const void*>(act_warps), smem);
+          e != cudaSuccess) {
+        return e;
+      }
+    }
+    if constexpr (kHasLean) {
+      if (cudaError_t e = opt_in_smem<KernelTag<Tr, 2>>(reinterpret_cast<const void*>(lean), smem); e != cudaSuccess) {
+        return e;
+      }
+    }
+    int regs = 0;
+    if (cudaError_t e = once_per_device<RegisterTag<Tr>>(&regs, [&](int* r) {
+          cudaFuncAttributes attr{}, lean_attr{};
+          cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
+          if (err == cudaSuccess) err = cudaFuncGetAttributes(&lean_attr, reinterpret_cast<const void*>(lean));
+          *r = std::min(attr.numRegs, lean_attr.numRegs);
+          return err;
+        });
+        e != cudaSuccess) {
+      return e;
+    }
+    if (regs * Tr::kThreads < 128 * (Tr::kProducerRegs + Tr::kConsumers * Tr::kConsumerRegs)) {
+      return cudaErrorInvalidConfiguration;
+    }
+    return cudaSuccess;
+  }
+};
+
+// The kernel's parameters: the call's GemmParams and the TMA descriptors of A, B and C over (MN,K,L)
+// (the batch is TMA's third dimension, of a stride that TMA wants a nonzero multiple of 16 bytes).
+// A broadcast operand (batch stride 0, `w.expand(L, K, N)`: one matrix for every batch, read in
+// place) is described as one matrix of a packed batch stride, and the kernel reads its batch 0 for
+// every tile. The narrow kernels read A and B with cp.async: no descriptors.
+template <class Tr>
+KernelParams<Tr> kernel_params(const GemmParams& p) {
+  using T = typename Tr::Element;
+  constexpr bool AKMajor = Tr::kAKMajor, BKMajor = Tr::kBKMajor;
   auto batches = [&](int64_t stride) { return stride == 0 ? 1 : p.batch; };
   auto tma_stride = [](int64_t stride, int64_t packed) { return stride == 0 ? packed : stride; };
-  Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)),
-                          make_layout(make_shape(p.m, p.k, batches(p.batch_a)),
-                                      mn_k_l_stride<AKMajor>(p.lda, tma_stride(p.batch_a, p.lda * (AKMajor ? p.m : p.k)))));
-  Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
-                          make_layout(make_shape(p.n, p.k, batches(p.batch_b)),
-                                      mn_k_l_stride<BKMajor>(p.ldb, tma_stride(p.batch_b, p.ldb * (BKMajor ? p.n : p.k)))));
   KernelParams<Tr> params{{}, {}, {}, p};
-  if constexpr (!CpAsync) {  // the narrow kernels read A and B with cp.async: no descriptors
+  if constexpr (!Tr::kCpAsync) {
+    Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)),
+                            make_layout(make_shape(p.m, p.k, batches(p.batch_a)),
+                                        mn_k_l_stride<AKMajor>(p.lda, tma_stride(p.batch_a, p.lda * (AKMajor ? p.m : p.k)))));
+    Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
+                            make_layout(make_shape(p.n, p.k, batches(p.batch_b)),
+                                        mn_k_l_stride<BKMajor>(p.ldb, tma_stride(p.batch_b, p.ldb * (BKMajor ? p.n : p.k)))));
     params.tma_a =
         make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{}));
     params.tma_b = make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
@@ -118,12 +128,23 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCChunk{},
                                  make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}));
   }
+  return params;
+}
+
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
+cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
+  constexpr int kElementBytes = int(sizeof(typename Tr::Element));
+  const RowKernels<Tr, has_act_warps_kernel(Cfg, CpAsync, kElementBytes), has_lean_kernel(Cfg, CpAsync, kElementBytes)>
+      kernels;
+  if (cudaError_t e = kernels.prepare(); e != cudaSuccess) return e;
+  KernelParams<Tr> params = kernel_params<Tr>(p);
 
   // Persistent grid: whole clusters, no more than fit on the GPU at once (with clusters the
   // hardware may place fewer blocks than SMs) and no more than there are cluster tiles.
   cudaLaunchConfig_t config = {};
   config.blockDim = dim3(Tr::kThreads);
-  config.dynamicSmemBytes = smem;
+  config.dynamicSmemBytes = Tr::kSmemBytes;
   config.stream = stream;
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -139,7 +160,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
     config.gridDim = dim3(unsigned(resident * Tr::kCluster));
     // Depends only on the kernel and the device: asked once per device.
     if (cudaError_t e = once_per_device<Tr>(&clusters, [&](int* r) {
-          const cudaError_t err = cudaOccupancyMaxActiveClusters(r, general, &config);  // the offload kernel alike
+          const cudaError_t err = cudaOccupancyMaxActiveClusters(r, kernels.general, &config);  // the others alike
           return err == cudaSuccess && *r < 1 ? cudaErrorInvalidConfiguration : err;  // would never run
         });
         e != cudaSuccess) {
@@ -149,6 +170,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   }
   // The host planned the stream-K tail for one cluster per SM pair (or SM); with fewer resident
   // the segments would not be balanced: launch without it (its counters and partials go unused).
+  // (The one rule made here: the resident clusters are known only once the kernel is.)
   if (p.sk_tiles > 0 && resident < p.sk_workers) params.p.sk_tiles = 0;
   // Units: (cluster tile, K slice) pairs; the host keeps their count below 2^31 (32-bit ids).
   const long long units = block_tiles(p.m, p.n, kConfigs[Cfg]) / Tr::kCluster * p.batch * p.splits;
@@ -157,10 +179,10 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   // The kernel of the call's epilogue (sm90/configs.h, choose_epilogue_kernel; plan.cpp reports it
   // with the resident clusters counted as the SMs over the cluster size).
   const EpilogueKernel which =
-      choose_epilogue_kernel(Cfg, CpAsync, int(sizeof(T)), epilogue_form(params.p, units, resident));
-  auto* kernel = which == EpilogueKernel::kActWarps ? offload_kernel
-                 : which == EpilogueKernel::kLean   ? lean_kernel
-                                                    : general;
+      choose_epilogue_kernel(Cfg, CpAsync, kElementBytes, epilogue_form(params.p, units, resident));
+  auto* kernel = which == EpilogueKernel::kActWarps ? kernels.act_warps
+                 : which == EpilogueKernel::kLean   ? kernels.lean
+                                                    : kernels.general;
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));
   config.numAttrs = p.pdl ? 2 : 1;
