@@ -6,6 +6,7 @@
     z = cute_gemm.bmm(a3, b3)                               # (B, M, K) @ (B, K, N), one launch
     v = cute_gemm.matmul(x3, w.t())                         # torch.matmul's rules on mm/bmm
     layer = cute_gemm.nn.Linear(4096, 1024, activation="relu")  # a drop-in torch.nn.Linear
+    model = cute_gemm.optimize(model)                       # its Linears and gated MLPs swapped in place
     print(cute_gemm.explain(a, b))                          # the kernel and tile a call would run
 
 All of them are torch ops (torch.ops.cute_gemm.*) with fake implementations and autograd
@@ -27,7 +28,8 @@ except ImportError as e:  # pragma: no cover - depends on how the package was in
     ) from e
 
 from . import nn
+from .nn import optimize
 from .ops import addmm, bmm, explain, matmul, mm
 
 __version__ = "0.1.0"
-__all__ = ["mm", "addmm", "bmm", "matmul", "explain", "nn"]
+__all__ = ["mm", "addmm", "bmm", "matmul", "explain", "nn", "optimize"]

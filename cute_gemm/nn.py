@@ -1,7 +1,10 @@
-"""Modules built on cute_gemm's ops.
+"""Modules built on cute_gemm's ops, and optimize(), which puts them into an existing model.
 
     layer = cute_gemm.nn.Linear(4096, 14336, activation="gelu", device="cuda", dtype=torch.bfloat16)
-    y = layer(x)   # gelu(x @ W^T + b): bias and activation fused into the GEMM's epilogue
+    y = layer(x)                # gelu(x @ W^T + b): bias and activation fused into the GEMM's epilogue
+    z = layer2(y, residual=x)   # x + y @ W2^T: the residual added in the epilogue
+    mlp = cute_gemm.nn.GatedMLP(4096, 14336, device="cuda", dtype=torch.bfloat16)  # Llama's MLP
+    model = cute_gemm.optimize(model)  # its nn.Linear and gated MLPs swapped in place, same Parameters
 """
 
 import math
@@ -49,12 +52,25 @@ class Linear(torch.nn.Linear):
         new.bias = linear.bias
         return new
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """act(x @ weight^T + bias), plus residual when given (added after the activation, as
+        `residual + layer(x)`; residual: x's leading shape by out_features). A bias-free layer
+        without an activation adds a residual of the result's dtype in the GEMM's epilogue (addmm's
+        C term, read once); otherwise the add runs after the GEMM, as torch's would."""
         if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear: x must be (..., in_features) with in_features = {self.in_features}, "
                              f"got shape {list(x.shape)}")
         rows = math.prod(x.shape[:-1])
         x2d = x.reshape(rows, self.in_features)
+        if residual is not None:
+            out_shape = (*x.shape[:-1], self.out_features)
+            if not isinstance(residual, torch.Tensor) or tuple(residual.shape) != out_shape:
+                got = list(residual.shape) if isinstance(residual, torch.Tensor) else type(residual).__name__
+                raise ValueError(f"Linear: residual must have the output's shape {list(out_shape)}, got {got}")
+            if self.bias is None and self.activation is None and residual.dtype == self._result_dtype(x):
+                y = torch.ops.cute_gemm.addmm.default(residual.reshape(rows, self.out_features), x2d, self.weight.t())
+                return y.reshape(out_shape)
+            return residual + self.forward(x)
         # Training with gelu/gelu_tanh/silu: their derivative needs the pre-activation z, which the
         # fused op would recompute with a second GEMM in backward; the activation then runs after
         # the GEMM (as torch's does) so z is kept instead. relu's derivative needs only the output.
@@ -68,5 +84,122 @@ class Linear(torch.nn.Linear):
             y = torch.ops.cute_gemm.addmm.default(self.bias, x2d, self.weight.t(), activation=self.activation)
         return y.reshape(*x.shape[:-1], self.out_features)
 
+    def _result_dtype(self, x: torch.Tensor) -> torch.dtype:
+        # What the layer returns for x: under autocast its dtype, else the weight's (the ops refuse a
+        # mismatch of x and weight themselves, with their own message).
+        if torch.is_autocast_enabled("cuda") and x.is_cuda:
+            return torch.get_autocast_dtype("cuda")
+        return self.weight.dtype
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation!r}"
+
+
+# The gated activations of GatedMLP, as torch computes them.
+GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
+
+
+class GatedMLP(torch.nn.Module):
+    """down_proj(act(gate_proj(x)) * up_proj(x)): the MLP of Llama, Mistral and Qwen (SwiGLU,
+    act = silu) and of Gemma (GeGLU, act = gelu_tanh), with cute_gemm's Linear layers.
+
+    Its submodules have those models' names and shapes (gate_proj and up_proj: hidden_size ->
+    intermediate_size, down_proj: back), so a checkpoint's MLP weights load with load_state_dict as
+    they are, and state_dict gives them back under the same keys. forward(x, residual=None) adds
+    residual to the result (in down_proj's epilogue where Linear can, see Linear.forward).
+    """
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, device=None, dtype=None, *,
+                 activation: str = "silu"):
+        if activation not in GATED_ACTIVATIONS:
+            raise ValueError(f"GatedMLP: activation must be one of {', '.join(map(repr, GATED_ACTIVATIONS))}, "
+                             f"got {activation!r}")
+        super().__init__()
+        self.hidden_size, self.intermediate_size, self.activation = hidden_size, intermediate_size, activation
+        self.gate_proj = Linear(hidden_size, intermediate_size, bias=bias, device=device, dtype=dtype)
+        self.up_proj = Linear(hidden_size, intermediate_size, bias=bias, device=device, dtype=dtype)
+        self.down_proj = Linear(intermediate_size, hidden_size, bias=bias, device=device, dtype=dtype)
+
+    @classmethod
+    def from_linears(cls, gate_proj: torch.nn.Linear, up_proj: torch.nn.Linear, down_proj: torch.nn.Linear,
+                     activation: str = "silu") -> "GatedMLP":
+        """A GatedMLP on these three layers' own Parameters (shared, not copied)."""
+        hidden, inter = gate_proj.in_features, gate_proj.out_features
+        shapes = [(m.in_features, m.out_features) for m in (gate_proj, up_proj, down_proj)]
+        if shapes != [(hidden, inter), (hidden, inter), (inter, hidden)]:
+            raise ValueError("GatedMLP.from_linears: gate_proj and up_proj must map hidden -> intermediate and "
+                             f"down_proj intermediate -> hidden, got (in, out) = {shapes}")
+        if len({m.bias is None for m in (gate_proj, up_proj, down_proj)}) != 1:
+            raise ValueError("GatedMLP.from_linears: the three layers must all have a bias or all have none")
+        new = cls(hidden, inter, bias=gate_proj.bias is not None, device="meta", dtype=gate_proj.weight.dtype,
+                  activation=activation)
+        new.gate_proj = Linear.from_torch(gate_proj)
+        new.up_proj = Linear.from_torch(up_proj)
+        new.down_proj = Linear.from_torch(down_proj)
+        return new
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        h = _TORCH_ACTIVATIONS[self.activation](self.gate_proj(x)) * self.up_proj(x)
+        return self.down_proj(h, residual=residual)
+
+    def extra_repr(self) -> str:
+        return (f"hidden_size={self.hidden_size}, intermediate_size={self.intermediate_size}, "
+                f"activation={self.activation!r}")
+
+
+# The gated MLP classes optimize() recognises by name: each computes exactly
+# down_proj(act_fn(gate_proj(x)) * up_proj(x)) (Hugging Face transformers' modeling files).
+GATED_MLP_CLASSES = ("LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP")
+
+
+def _gated_activation(act) -> str | None:
+    """The GatedMLP activation that the module act computes, or None."""
+    name = type(act).__name__
+    if isinstance(act, torch.nn.SiLU) or name in ("SiLUActivation",):
+        return "silu"
+    if isinstance(act, torch.nn.GELU):
+        return "gelu_tanh" if act.approximate == "tanh" else "gelu"
+    if name in ("PytorchGELUTanh", "GELUTanh", "NewGELUActivation", "GELUPytorchTanh"):
+        return "gelu_tanh"
+    if name == "GELUActivation":
+        return "gelu"
+    return None
+
+
+def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = ()) -> torch.nn.Module:
+    """Swaps model's torch.nn.Linear layers for cute_gemm.nn.Linear and its gated MLPs for
+    cute_gemm.nn.GatedMLP, in place, on the same Parameters; returns model.
+
+    A gated MLP is a module of a class named in GATED_MLP_CLASSES (or in gated_mlp_classes: classes
+    or class names whose forward is down_proj(act_fn(gate_proj(x)) * up_proj(x))) with nn.Linear
+    layers gate_proj, up_proj and down_proj and an act_fn that is SiLU or a GELU. Where nothing
+    matches, nothing changes; a model optimized twice is left as it is. Optimizer state stays valid
+    (the Parameters are the same objects) and state_dict keeps its keys.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"optimize: model must be a torch.nn.Module, got {type(model).__name__}")
+    names = set(GATED_MLP_CLASSES) | {c if isinstance(c, str) else c.__name__ for c in gated_mlp_classes}
+
+    def swapped(child: torch.nn.Module) -> torch.nn.Module | None:
+        if isinstance(child, (Linear, GatedMLP)):
+            return None
+        if type(child).__name__ in names:
+            layers = [getattr(child, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+            act = _gated_activation(getattr(child, "act_fn", None))
+            if act is not None and all(type(m) is torch.nn.Linear for m in layers):
+                return GatedMLP.from_linears(*layers, activation=act)
+        if type(child) is torch.nn.Linear:
+            return Linear.from_torch(child)
+        return None
+
+    def walk(module: torch.nn.Module) -> None:
+        for name, child in list(module.named_children()):
+            new = swapped(child)
+            if new is None:
+                walk(child)
+            else:
+                new.train(child.training)
+                setattr(module, name, new)
+
+    walk(model)
+    return model

@@ -133,7 +133,7 @@ def test_schema_is_registered(name):
 
 
 def test_public_api():
-    assert set(cute_gemm.__all__) == {"mm", "addmm", "bmm", "matmul", "explain", "nn"}
+    assert set(cute_gemm.__all__) == {"mm", "addmm", "bmm", "matmul", "explain", "nn", "optimize"}
     assert issubclass(cute_gemm.nn.Linear, torch.nn.Linear)
 
 
