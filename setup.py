@@ -100,7 +100,7 @@ def wanted(path: Path) -> bool:
     return path.stem.split("_")[0] != "sm90n" or sm90_narrow_build == "1"  # family, dtype, c<row>
 
 
-sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/in_place.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
+sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/in_place.cpp", "csrc/describe.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
            "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/launch.cpp",
            "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu") if wanted(p)

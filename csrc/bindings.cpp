@@ -29,6 +29,9 @@ TORCH_LIBRARY(cute_gemm, m) {
       "ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");
   m.def("bmm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor");
   m.def("bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)");
+  // nn.GatedMLP's gate and up projections: act(x @ w_gate^T) * (x @ w_up^T). Not differentiable
+  // (GatedMLP runs its unfused ops where a gradient is needed).
+  m.def("gated_mm(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation='silu') -> Tensor");
   // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
   m.def(
       "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "
@@ -47,6 +50,7 @@ TORCH_LIBRARY_IMPL(cute_gemm, CompositeImplicitAutograd, m) { m.impl("explain", 
     m.impl("addmm.out", &cute_gemm::addmm_out); \
     m.impl("bmm", &cute_gemm::bmm);             \
     m.impl("bmm.out", &cute_gemm::bmm_out);     \
+    m.impl("gated_mm", &cute_gemm::gated_mm);   \
   }
 CUTE_GEMM_IMPLS(CUDA)
 CUTE_GEMM_IMPLS(CPU)
@@ -218,6 +222,32 @@ at::Tensor addmm_autocast(const at::Tensor& input, const at::Tensor& a, const at
   return call_addmm(cast(input), cast(a), cast(b), beta, alpha, activation, out_dtype);
 }
 
+// gated_mm through the dispatcher (tracing and fake tensors see the op itself).
+at::Tensor call_gated(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                      std::optional<c10::string_view> activation) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("cute_gemm::gated_mm", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                               std::optional<c10::string_view>)>();
+  return op.call(x, w_gate, w_up, activation);
+}
+at::Tensor gated_mm_autocast(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                             std::optional<c10::string_view> activation) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  return call_gated(cast(x), cast(w_gate), cast(w_up), activation);
+}
+
+// gated_mm has no backward: with grad mode on and an input that requires grad it refuses to run
+// (rather than return a result that backward would silently treat as a constant).
+at::Tensor gated_mm_autograd(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                             std::optional<c10::string_view> activation) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && (x.requires_grad() || w_gate.requires_grad() || w_up.requires_grad())),
+              "gated_mm: not differentiable; run it under torch.no_grad() or on tensors that do not require grad "
+              "(nn.GatedMLP runs its unfused ops where a gradient is needed)");
+  at::AutoDispatchBelowADInplaceOrView below;
+  return call_gated(x, w_gate, w_up, activation);
+}
+
 // The out= overloads write a tensor in place: as torch's own out= ops do, they refuse an inference
 // tensor outside inference mode (before anything is written) and bump out's version counter, so
 // that autograd refuses a backward that would read a saved tensor they overwrote.
@@ -248,12 +278,14 @@ TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
   m.impl("mm", &gemm_autograd<false>);
   m.impl("bmm", &gemm_autograd<true>);
   m.impl("addmm", &addmm_autograd);
+  m.impl("gated_mm", &gated_mm_autograd);
 }
 
 TORCH_LIBRARY_IMPL(cute_gemm, AutocastCUDA, m) {
   m.impl("mm", &gemm_autocast<false>);
   m.impl("bmm", &gemm_autocast<true>);
   m.impl("addmm", &addmm_autocast);
+  m.impl("gated_mm", &gated_mm_autocast);
 }
 
 TORCH_LIBRARY_IMPL(cute_gemm, ADInplaceOrView, m) {

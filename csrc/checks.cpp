@@ -150,8 +150,6 @@ void check_out(const char* op, const at::Tensor& out, at::IntArrayRef shape, at:
   }
 }
 
-namespace {
-
 Activation parse_activation(const char* op, std::optional<c10::string_view> name) {
   if (!name.has_value()) return Activation::kNone;
   const std::string s(name->data(), name->size());
@@ -164,7 +162,26 @@ Activation parse_activation(const char* op, std::optional<c10::string_view> name
   return Activation::kNone;
 }
 
-}  // namespace
+at::ScalarType check_gated(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up) {
+  const char* op = "gated_mm";
+  check_operand(op, x, "x", 2, "(M, K)");
+  check_operand(op, w_gate, "w_gate", 2, "(F, K)");
+  check_operand(op, w_up, "w_up", 2, "(F, K)");
+  for (const auto& [name, w] : {std::pair<const char*, const at::Tensor*>{"w_gate", &w_gate}, {"w_up", &w_up}}) {
+    TORCH_CHECK_VALUE(w->device() == x.device(), op, ": x and ", name, " must be on the same device, got x on ",
+                      x.device(), " and ", name, " on ", w->device());
+    TORCH_CHECK_TYPE(w->scalar_type() == x.scalar_type(), op, ": x and ", name, " must have the same dtype, got x ",
+                     x.scalar_type(), " and ", name, " ", w->scalar_type());
+  }
+  TORCH_CHECK_VALUE(w_gate.size(1) == x.size(1), op, ": w_gate's columns (K) must equal x's, got x ",
+                    shape_str(x.sizes()), " and w_gate ", shape_str(w_gate.sizes()));
+  TORCH_CHECK_VALUE(w_up.sizes() == w_gate.sizes(), op, ": w_up must have w_gate's shape ", shape_str(w_gate.sizes()),
+                    ", got ", shape_str(w_up.sizes()));
+  // The kernel computes gate and up side by side: 2 F columns.
+  TORCH_CHECK_VALUE(2 * w_gate.size(0) <= kMaxDim, op, ": w_gate's rows (F) must be at most ", num(kMaxDim / 2),
+                    ", got ", num(w_gate.size(0)));
+  return x.scalar_type();
+}
 
 Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
                         double alpha, std::optional<c10::string_view> activation, at::ScalarType dtype) {

@@ -31,6 +31,9 @@ struct Epilogue {
   at::Tensor x;
   double alpha = 1.0, beta = 0.0;
   Activation act = Activation::kNone;
+  // gated_mm: C = act(a @ b) * (a @ b2), b2 (L, K, N) beside b (the up projection's weight beside
+  // the gate's); no X, alpha 1.
+  at::Tensor b2;
 };
 
 // a (…, M, K) and b (…, K, N): the rules every op shares. Returns the result dtype.
@@ -39,6 +42,11 @@ at::ScalarType check_pair(const char* op, const at::Tensor& a, const at::Tensor&
 // out= of an op: exactly the result's shape, dtype and device, no overlap with any input.
 void check_out(const char* op, const at::Tensor& out, at::IntArrayRef shape, at::ScalarType dtype,
                const at::Tensor& a, std::initializer_list<std::pair<const char*, const at::Tensor*>> inputs);
+// An activation argument: None, "relu", "gelu", "gelu_tanh" or "silu".
+Activation parse_activation(const char* op, std::optional<c10::string_view> name);
+// gated_mm's operands: x (M, K), w_gate and w_up (F, K) of one dtype and device (mm's rules for x
+// and w_gate.t()). Returns the result dtype.
+at::ScalarType check_gated(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up);
 // addmm's epilogue from its arguments, checked: input broadcast to (M, N), ignored where beta is 0.
 Epilogue addmm_epilogue(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
                         double alpha, std::optional<c10::string_view> activation, at::ScalarType dtype);

@@ -106,6 +106,22 @@ Launcher tf32_launcher(bool sm90) {
               : &sm80::run<DType::kTF32, true, true, sm80::kTf32Config>;
 }
 
+// The sm90 gated kernels: generate.py's sm90g_* files, one per 16-bit dtype and kGatedConfigs row.
+Launcher gated_launcher(DType d, int cfg) {
+  if (!layout_built(true, true)) return nullptr;
+  if (d == DType::kBF16) {
+    if (cfg == sm90::k128x256) return &sm90::run<DType::kBF16, true, true, sm90::k128x256, false, true>;
+    if (cfg == sm90::k128x128) return &sm90::run<DType::kBF16, true, true, sm90::k128x128, false, true>;
+  } else if (d == DType::kF16) {
+    if (cfg == sm90::k128x256) return &sm90::run<DType::kF16, true, true, sm90::k128x256, false, true>;
+    if (cfg == sm90::k128x128) return &sm90::run<DType::kF16, true, true, sm90::k128x128, false, true>;
+  }
+  return nullptr;
+}
+static_assert(sm90::has_gated(sm90::k128x256) && sm90::has_gated(sm90::k128x128) &&
+                  sizeof(sm90::kGatedConfigs) == 2 * sizeof(int),
+              "gated_launcher's rows are kGatedConfigs");
+
 // The config tables the autotune cache's rows refer to, as a short hex fingerprint (FNV-1a of
 // every row's name): a cache written for other tables is another file.
 const std::string& config_tables_id() {

@@ -21,6 +21,9 @@ enum class Kernels { kSm80, kSm80Narrow, kSm90, kSm90Narrow };
 Launcher find_launcher(Kernels set, DType d, bool ak, bool bk, int cfg);
 // TF32: one K-major instantiation per family (csrc/instantiations/generate.py's TF32 list).
 Launcher tf32_launcher(bool sm90);
+// The sm90 gated kernels (GemmParams::b2): K-major A and B, the rows of sm90::kGatedConfigs; null
+// for another row or a development build without the K-major layout.
+Launcher gated_launcher(DType d, int cfg);
 
 // The SM90 rows' narrow kernels are in the build (setup.py leaves them out unless
 // CUTE_GEMM_SM90_NARROW_BUILD=1).

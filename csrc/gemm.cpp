@@ -43,6 +43,21 @@ at::Tensor torch_math(const at::Tensor& a3, const at::Tensor& b3, const Epilogue
   return z;
 }
 
+void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3);
+
+// gated_mm where the gated kernel cannot run it (plan.cpp, gated_plan): both products as calls of
+// their own with float32 results (unrounded; the activation in the gate's epilogue), then the
+// product in float32. Those calls follow mm's rules (either family, TF32 where allowed).
+at::Tensor gated_unfused(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep) {
+  at::Tensor gate = at::empty({a3.size(0), a3.size(1), b3.size(2)}, a3.options().dtype(at::kFloat));
+  at::Tensor up = at::empty_like(gate);
+  Epilogue act;
+  act.act = ep.act;
+  gemm_into(a3, b3, act, gate);
+  gemm_into(a3, ep.b2, {}, up);
+  return gate.mul_(up);
+}
+
 // What a call asks, as plan_for sees it: c is the output's view (out3, or the one an op allocates).
 Problem problem_of(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const MatrixView& c, bool c_f32,
                    const Device& device) {
@@ -60,6 +75,10 @@ Problem problem_of(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& e
   p.alpha = ep.alpha;
   p.beta = ep.beta;
   p.act = ep.act;
+  if (ep.b2.defined()) {
+    p.gated = true;
+    p.b2 = view_of(ep.b2);
+  }
   p.device = device;
   return p;
 }
@@ -116,7 +135,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                  device_of(prop, a3.device().index(), a3.scalar_type() == at::kFloat));
   const Plan plan = checked_plan(problem, o);
   if (plan.route == Plan::Route::kTorch) {
-    out3.copy_(torch_math(a3, b3, ep));
+    out3.copy_(ep.b2.defined() ? gated_unfused(a3, b3, ep) : torch_math(a3, b3, ep));
     return;
   }
   const PlannedX px = planned_x(plan, ep, M, N);
@@ -136,13 +155,21 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   TORCH_INTERNAL_ASSERT(A.copied == plan.copy_a && A.k_major == plan.a_kmajor && B.copied == plan.copy_b &&
                             B.k_major == plan.b_kmajor,
                         "the operands as the plan reads them");
+  // gated_mm's up weight: read in place, as B (plan.cpp, gated_plan).
+  const std::optional<Operand> B2 =
+      ep.b2.defined() ? std::optional<Operand>(prepare_operand(ep.b2.transpose(1, 2), tma, false, false,
+                                                               plan.row_copy, &copies))
+                      : std::nullopt;
+  TORCH_INTERNAL_ASSERT(!B2 || (!B2->copied && B2->k_major && B2->ld == B.ld && B2->batch_stride == B.batch_stride),
+                        "gated_mm's weights as the plan reads them");
   copies.launch();
   const at::Tensor target =
       plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged ? c
       : plan.target == Plan::Target::kScratch
           ? at::empty({plan.batch, plan.rows, round_up(N, vec_of(a))}, c.options()).narrow(2, 0, N)
           : at::empty(c.sizes(), c.options());
-  const Launch launch = prepared_launch(plan, problem, o, a.scalar_type(), A, B, target, px, ep);
+  Launch launch = prepared_launch(plan, problem, o, a.scalar_type(), A, B, target, px, ep);
+  if (B2) launch.p.b2 = B2->ptr;
   int cfg = plan.cfg, splits = plan.splits;
   if (plan.autotune) autotuned(launch, prop, cfg, splits);
   const cudaError_t err = launch(cfg, splits);
@@ -229,6 +256,17 @@ std::string explain(const at::Tensor& a, const at::Tensor& b, const std::optiona
   const Problem problem = problem_of(a3, b3, ep, c, dtype == at::kFloat,
                                      device_of(prop, a.device().index(), a.scalar_type() == at::kFloat));
   return describe(checked_plan(problem, read_overrides()), problem);
+}
+
+at::Tensor gated_mm(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                    std::optional<c10::string_view> activation) {
+  const at::ScalarType dtype = check_gated(x, w_gate, w_up);
+  Epilogue ep;
+  ep.act = parse_activation("gated_mm", activation);
+  ep.b2 = w_up.t().unsqueeze(0);
+  at::Tensor out = at::empty({x.size(0), w_gate.size(0)}, x.options().dtype(dtype));
+  gemm_into(x.unsqueeze(0), w_gate.t().unsqueeze(0), ep, out.unsqueeze(0));
+  return out;
 }
 
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype) {

@@ -27,6 +27,10 @@ std::string explain(const at::Tensor& a, const at::Tensor& b, const std::optiona
                     double alpha, std::optional<c10::string_view> activation, std::optional<at::ScalarType> out_dtype,
                     const std::optional<at::Tensor>& out);
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
+//   gated_mm: act(x @ w_gate^T) * (x @ w_up^T), x (M, K), w_gate and w_up (F, K): nn.GatedMLP's gate
+//   and up projections in one kernel (sm90), or in fp32 with torch's ops
+at::Tensor gated_mm(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                    std::optional<c10::string_view> activation);
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 
 }  // namespace cute_gemm

@@ -113,6 +113,11 @@ struct GemmParams {
   // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.
   unsigned long long* trace = nullptr;
 
+  // SM90 gated kernels (sm90/traits.h, Gated): C(m, f) = act(A B)(m, f) * (A B2)(m, f) for
+  // f < n / 2, B and B2 (K, n / 2) each (the gate's and the up projection's weights), read through
+  // ldb and batch_b alike; act is `act` above, C has n / 2 columns. Null in every other kernel.
+  const void* b2 = nullptr;
+
   // Whether the epilogue changes the accumulators' values (fp32 C alone stores them as they are).
   CUTE_GEMM_HOST_DEVICE bool epilogue_math() const { return x != nullptr || alpha != 1.f || act != Activation::kNone; }
 };

@@ -29,7 +29,7 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
   p.b = B.ptr;
   p.c = target.data_ptr();
   p.m = int(rows);
-  p.n = int(N);
+  p.n = int(problem.gated ? 2 * N : N);  // the gated kernel computes gate and up side by side
   p.k = int(K);
   p.lda = A.ld;
   p.ldb = B.ld;
@@ -102,7 +102,9 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
     bm = sm80::kConfigs[sm80::kTf32Config].bm;  // the grid slicing below is SM80's
     bn = sm80::kConfigs[sm80::kTf32Config].bn;
   } else if (sm90) {
-    launch = find_launcher(plan.sm90_narrow ? Kernels::kSm90Narrow : Kernels::kSm90, dtype, a_kmajor, b_kmajor, cfg);
+    launch = problem.gated ? gated_launcher(dtype, cfg)
+                           : find_launcher(plan.sm90_narrow ? Kernels::kSm90Narrow : Kernels::kSm90, dtype, a_kmajor,
+                                           b_kmajor, cfg);
     TORCH_INTERNAL_ASSERT(launch != nullptr || !layout_built(a_kmajor, b_kmajor), "no sm90 ",
                           plan.sm90_narrow ? "narrow " : "", "kernel for row ", num(cfg));
   } else {

@@ -14,7 +14,10 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 // The kernel's view of the problem: the swapped path computes C^T (N x rows).
 int kernel_m(const Plan& plan, const Problem& p) { return int(plan.swap ? p.b.size[2] : plan.rows); }
-int kernel_n(const Plan& plan, const Problem& p) { return int(plan.swap ? plan.rows : p.b.size[2]); }
+// (The gated kernel computes gate and up side by side: 2 N columns.)
+int kernel_n(const Plan& plan, const Problem& p) {
+  return int(plan.swap ? plan.rows : (p.gated ? 2 : 1) * p.b.size[2]);
+}
 
 // Row 8's three-consumer kernel runs whole tiles only: it was measured and tested so (2026-11-26),
 // its K slices and stream-K tail never ran on a GPU. A forced K slice count or stream-K tail
@@ -240,7 +243,9 @@ bool runnable(const Plan& plan, const Problem& p, int cfg, int splits) {
 // clusters are resident. CUTE_GEMM_STREAM_K unset: where sm90::choose_stream_k expects a gain; 1:
 // wherever it can run (tests, benchmarks); 0: never.
 Tail choose_tail(const Plan& plan, const Problem& p, int cfg, int splits) {
-  if (!plan.sm90 || plan.tf32 || splits > 1 || plan.stream_k_knob == 0 || whole_tiles_only(plan, cfg)) return {};
+  if (!plan.sm90 || plan.tf32 || splits > 1 || plan.stream_k_knob == 0 || whole_tiles_only(plan, cfg) || p.gated) {
+    return {};
+  }
   const sm90::TileConfig& tc = sm90::kConfigs[cfg];
   const int num_sms = p.device.num_sms;
   const int64_t tiles = sm90::block_tiles(kernel_m(plan, p), kernel_n(plan, p), tc);
@@ -252,6 +257,55 @@ Tail choose_tail(const Plan& plan, const Problem& p, int cfg, int splits) {
   return {sk.tiles, sk.slots, workers};
 }
 
+namespace {
+
+// gated_mm (Problem::gated): the sm90 gated kernels (sm90/configs.h, kGatedConfigs) where they run the
+// call as it is: 16-bit operands that TMA reads in place, K-major, the two weights of one layout, C
+// rows that the TMA store writes, one problem (no batches). The row by sm90::choose_gated_config,
+// K slices by the row's own rule, no stream-K tail. Anything else is "torch's path" here: gemm.cpp
+// (gated_unfused) makes the two products as calls of their own with float32 results, then the
+// product. The development knobs but CUTE_GEMM_FAMILY, CUTE_GEMM_PDL and CUTE_GEMM_FAST_HBM do not
+// apply.
+Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
+  const int64_t M = p.a.size[1], K = p.a.size[2], N = p.b.size[2];
+  auto torch_path = [&](const char* why) {
+    plan.route = Plan::Route::kTorch;
+    plan.rule = why;
+    return plan;
+  };
+  plan.sm90 = choose_family(plan, p, o);
+  if (!plan.error.empty()) return plan;
+  if (!plan.sm90) return torch_path("gated: the fused kernel is the sm90 family's; two GEMMs, then the product");
+  if (p.fp32 || K == 0 || p.a.size[0] != 1 || !p.device.layout_built(true, true)) {
+    return torch_path("gated: float32, K = 0 or a build without K-major kernels; two GEMMs, then the product");
+  }
+  const InPlace ia = in_place(p.a, true, true, false), ib = in_place(p.b.transposed(), true, true, false),
+                ib2 = in_place(p.b2.transposed(), true, true, false);
+  const bool same_layout = ib.ld == ib2.ld && ib.batch_stride == ib2.batch_stride;
+  if (!ia.ok || !ia.k_major || !ib.ok || !ib.k_major || !ib2.ok || !ib2.k_major || !same_layout) {
+    return torch_path("gated: operands TMA cannot read in place K-major (x rows, w_gate and w_up alike); two GEMMs");
+  }
+  const int64_t vec = 16 / p.c.element_size;
+  if (!c_rows_start_aligned16(p.c) || N % vec != 0) {
+    return torch_path("gated: C rows the TMA store cannot write (N % 8 != 0); two GEMMs, then the product");
+  }
+  plan.batch = 1;
+  plan.rows = M;
+  plan.pdl = o.pdl != 0;
+  plan.c_vector_ok = true;
+  const int sms = p.device.num_sms;
+  const bool fast = sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms;
+  plan.hbm_fast = o.fast_hbm >= 0 ? o.fast_hbm == 1 : fast;
+  plan.cfg = sm90::choose_gated_config(int(M), int(N), sms);
+  plan.rule = plan.cfg == sm90::k128x256 ? "gated: 128x256 tiles (128 columns of C) fill the GPU"
+                                         : "gated: 128x128 tiles (64 columns of C)";
+  plan.splits = sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
+  if (!runnable(plan, p, plan.cfg, plan.splits)) plan.splits = 1;
+  return plan;
+}
+
+}  // namespace
+
 Plan plan_for(const Problem& p, const Overrides& o) {
   Plan plan;
   const int64_t L = p.a.size[0], M = p.a.size[1], K = p.a.size[2], N = p.b.size[2];
@@ -260,6 +314,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
     plan.rule = "an empty result";
     return plan;
   }
+  if (p.gated) return gated_plan(plan, p, o);
   plan.sm90 = choose_family(plan, p, o);
   if (!plan.error.empty()) return plan;
   // float32 inputs run the TF32 kernels where torch allows TF32 for matmuls, else torch's own fp32
@@ -340,37 +395,6 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.c_vector_ok = c_vectors(plan, p, c);
   if (plan.sm90) plan.epilogue = epilogue_kernel(plan, p, o);
   return plan;
-}
-
-std::string describe(const Plan& plan, const Problem& p) {
-  std::string s;
-  auto line = [&](const char* key, const std::string& value) { s += std::string(key) + "=" + value + "\n"; };
-  const char* routes[] = {"nothing", "torch", "kernel"};
-  line("route", routes[int(plan.route)]);
-  line("rule", plan.rule);
-  if (plan.route != Plan::Route::kKernel) return s;
-  line("family", plan.sm90 ? (plan.sm90_narrow ? "sm90 narrow" : "sm90") : (plan.narrow ? "sm80 narrow" : "sm80"));
-  line("tf32", plan.tf32 ? "true" : "false");
-  line("row", num(plan.cfg));
-  line("tile", plan.sm90 ? sm90::kConfigs[plan.cfg].name : sm80::kConfigs[plan.cfg].name);
-  line("splits", num(plan.splits));
-  line("stream_k_tiles", num(plan.sk_tiles));
-  line("swapped", plan.swap ? "true" : "false");
-  line("batch", num(plan.batch));
-  line("rows", num(plan.rows));
-  line("folded_batches", plan.fold ? "true" : "false");
-  line("a", std::string(plan.a_kmajor ? "K-major" : "M-major") + (plan.copy_a ? ", copied" : ", in place"));
-  line("b", std::string(plan.b_kmajor ? "K-major" : "N-major") + (plan.copy_b ? ", copied" : ", in place"));
-  const char* targets[] = {"in place", "staged rows", "scratch, copied out", "temporary, copied out"};
-  line("c", targets[int(plan.target)]);
-  const char* xs[] = {"in place", "copied to one row", "copied to rows"};
-  line("x", p.has_x ? xs[int(plan.x_copy)] : "none");
-  const char* epilogues[] = {"general", "lean", "activation warps"};
-  line("epilogue", epilogues[plan.epilogue]);
-  line("pdl", plan.pdl ? "true" : "false");
-  line("fast_hbm", plan.hbm_fast ? "true" : "false");
-  line("autotune", plan.autotune ? "true" : "false");
-  return s;
 }
 
 }  // namespace cute_gemm

@@ -17,7 +17,7 @@ BENCH, bench = bench_scripts.load("bench_models")
 
 def test_defaults_and_errors(capsys):
     args = bench.parse_args([])
-    assert args.workloads == ["train", "train_amp", "prefill", "decode"] and args.peers == ["eager", "compile"]
+    assert args.workloads == ["train", "train_amp", "prefill", "decode"] and args.peers == ["eager", "compile", "linears"]
     assert args.prefill_tokens == [2048, 8192] and args.decode_tokens == [1, 4, 16, 64]
     assert args.json == Path("bench/out/models.json") and args.plot is None  # the plot: beside the JSON
     assert bench.parse_args(["--peers", "compile"]).peers == ["eager", "compile"]  # the baseline always runs
@@ -37,6 +37,10 @@ def test_models_and_the_swap_on_meta_tensors():
     swapped = bench.swap_linears(torch, cute_gemm, GPT(d=64, heads=4, ff=256, layers=2, vocab=100, seq=16))
     linears = [m for m in swapped.modules() if isinstance(m, torch.nn.Linear)]
     assert len(linears) == 2 * 4 + 1 and all(isinstance(m, cute_gemm.nn.Linear) for m in linears)
+    swapped = bench.swap_linears(torch, cute_gemm, LlamaLayer(d=64, heads=4, kv_heads=2, ff=160))
+    assert type(swapped.mlp) is cute_gemm.nn.GatedMLP and type(swapped.qkv) is cute_gemm.nn.Linear
+    plain = bench.linears_only(torch, cute_gemm, LlamaLayer(d=64, heads=4, kv_heads=2, ff=160))
+    assert type(plain.mlp) is not cute_gemm.nn.GatedMLP and type(plain.mlp.gate_proj) is cute_gemm.nn.Linear
     layer = LlamaLayer(d=64, heads=4, kv_heads=2, ff=160).to("meta")
     cos, sin = bench.rope_tables(torch, torch.arange(8, device="meta"), 16, torch.float32)
     assert layer(torch.empty(1, 8, 64, device="meta"), cos, sin).shape == (1, 8, 64)

@@ -153,20 +153,89 @@ def test_linear_residual_shape_is_checked_first():
         layer(torch.randn(3, 8), residual=1.0)
 
 
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, device="meta", dtype=dtype)
+
+
+def test_gated_mm_fake_shapes_and_errors():
+    gated = torch.ops.cute_gemm.gated_mm
+    out = gated(meta(7, 64), meta(40, 64), meta(40, 64), activation="gelu")
+    assert out.shape == (7, 40) and out.dtype == torch.bfloat16
+    for args, exc, pattern in [
+        ((meta(7, 64), meta(40, 63), meta(40, 63)), ValueError, r"^gated_mm: w_gate's columns \(K\) must equal x's"),
+        ((meta(7, 64), meta(40, 64), meta(41, 64)), ValueError, r"^gated_mm: w_up must have w_gate's shape \[40, 64\]"),
+        ((meta(7, 64), meta(40, 64), meta(40, 64, dtype=torch.float16)), TypeError,
+         r"^gated_mm: x and w_up must have the same dtype"),
+        ((meta(7, 64, 1), meta(40, 64), meta(40, 64)), ValueError, r"^gated_mm: x must be 2-D \(M, K\)"),
+    ]:
+        with pytest.raises(exc, match=pattern):
+            gated(*args)
+    with pytest.raises(ValueError, match=r"^gated_mm: activation must be one of None, 'relu', 'gelu'"):
+        gated(meta(7, 64), meta(40, 64), meta(40, 64), activation="tanh")
+
+
+def test_gated_mm_checks_reach_cpu_tensors_and_refuse_gradients():
+    x, w = torch.randn(3, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"^gated_mm: x must be a CUDA tensor"):
+        torch.ops.cute_gemm.gated_mm(x, w, w)
+    with pytest.raises(RuntimeError, match=r"gated_mm: not differentiable"):
+        torch.ops.cute_gemm.gated_mm(x, w.requires_grad_(), w)
+
+
 # ======================================================================================= GPU
+
+def gated_ref(x, w_gate, w_up, activation):
+    x64 = x.double()
+    return GATED[activation](x64 @ w_gate.double().t()) * (x64 @ w_up.double().t())
+
 
 @gpu
 @pytest.mark.parametrize("activation", list(GATED))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("rows, hidden, inter", [(1, 64, 129), (7, 127, 72), (574, 128, 4097)])
-def test_gated_mlp_matches_float64(rows, hidden, inter, dtype, activation):
+@pytest.mark.parametrize("m, f, k", [(1, 8, 64), (7, 1024, 4096), (127, 4104, 512), (574, 64, 129), (129, 127, 64),
+                                     (4097, 2048, 256)])
+def test_gated_mm_matches_float64(m, f, k, dtype, activation):
+    """act(x w_gate^T) * (x w_up^T): the fused sm90 kernel where x, the weights and C are read and
+    written in place (K and F multiples of 8), torch's fp32 path elsewhere (K = 129, F = 127); both
+    within the dtype's rounding of the float64 product and twice torch's own error. The output is
+    allocated where a NaN-filled block of its size was just freed (unwritten elements show)."""
+    x, w_gate, w_up = randn(m, k, dtype=dtype), randn(f, k, dtype=dtype), randn(f, k, dtype=dtype)
+    torch.full((m, f), float("nan"), dtype=dtype, device="cuda")
+    out = torch.ops.cute_gemm.gated_mm(x, w_gate, w_up, activation=activation)
+    ref = gated_ref(x, w_gate, w_up, activation)
+    theirs = GATED[activation](x @ w_gate.t()) * (x @ w_up.t())
+    assert out.shape == (m, f) and out.dtype == dtype and not out.isnan().any()
+    err, err_torch = rel_err(out, ref), rel_err(theirs, ref)
+    assert err <= 2 * REL_BOUND[dtype] and err <= 2 * err_torch + 1e-5, (err, err_torch)
+
+
+@gpu
+def test_gated_mm_is_one_kernel_where_it_fits():
+    x, w_gate, w_up = randn(33, 512), randn(1024, 512), randn(1024, 512)
+    torch.ops.cute_gemm.gated_mm(x, w_gate, w_up)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.ops.cute_gemm.gated_mm(x, w_gate, w_up)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert len(kernels) == 1 and "gemm_kernel" in kernels[0], kernels
+
+@gpu
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("activation", list(GATED))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("rows, hidden, inter", [(1, 64, 129), (7, 127, 72), (574, 128, 4096)])
+def test_gated_mlp_matches_float64(rows, hidden, inter, dtype, activation, grad):
+    """Where a gradient is needed (grad), gate and up are two GEMMs and torch's product; without
+    (no_grad), one gated_mm."""
     mlp = cute_gemm.nn.GatedMLP(hidden, inter, device="cuda", dtype=dtype, activation=activation)
     x = randn(rows, hidden, dtype=dtype)
     w = [m.weight.double() for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
     ref = (GATED[activation](x.double() @ w[0].t()) * (x.double() @ w[1].t())) @ w[2].t()
     theirs = LlamaMLP(hidden, inter, act=GATED_MODULES[activation](), device="cuda", dtype=dtype)
     theirs.load_state_dict(mlp.state_dict())
-    out = mlp(x)
+    with torch.set_grad_enabled(grad):
+        out = mlp(x)
     assert out.dtype == dtype and out.shape == (rows, hidden) and not out.isnan().any()
     err, err_torch = rel_err(out, ref), rel_err(theirs(x), ref)
     assert err <= 2 * REL_BOUND[dtype] and err <= 2 * err_torch + 1e-5, (err, err_torch)

@@ -123,6 +123,8 @@ SCHEMAS = {
                  "str? activation=None, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
     "bmm.default": "cute_gemm::bmm(Tensor a, Tensor b, *, ScalarType? out_dtype=None) -> Tensor",
     "bmm.out": "cute_gemm::bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "gated_mm.default": "cute_gemm::gated_mm(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\") "
+                        "-> Tensor",
 }
 
 

@@ -32,10 +32,10 @@ MatrixView view(long long l, long long r, long long c, bool row_major, int elem,
 int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
-  int family, sm90_config, splits, narrow, stream_k, c_staged, lean_epilogue, act_offload;
+  int family, sm90_config, splits, narrow, stream_k, c_staged, lean_epilogue, act_offload, gated;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
          b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> c_staged >>
-         lean_epilogue >> act_offload) {
+         lean_epilogue >> act_offload >> gated) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -51,6 +51,11 @@ int main() {
       if (x_kind == 2) p.x.stride[2] = 2;
       if (x_kind == 3) p.x.addr = 2;
       if (x_kind == 5) { p.x.stride[1] = 1; p.x.stride[2] = 0; }
+    }
+    if (gated) {  // gated_mm: B2 beside B, of B's layout (1: in a buffer of its own, 2: misaligned)
+      p.gated = true;
+      p.b2 = p.b;
+      p.b2.addr = gated == 2 ? 4098 : 4096;
     }
     p.device.major = major;
     p.device.num_sms = sms;
@@ -76,7 +81,7 @@ int main() {
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
                 family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, c_staged=-1, lean_epilogue=-1,
-                act_offload=-1)
+                act_offload=-1, gated=0)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -85,7 +90,7 @@ def plan_of(tmp_path_factory):
     """plan_of(m, n, k, **fields) -> the plan's fields as a dict; plans([...]) for many at once."""
     src = tmp_path_factory.mktemp("plan") / "plan_driver.cpp"
     src.write_text(DRIVER)
-    exe = build(src, CSRC / "plan.cpp", CSRC / "in_place.cpp")
+    exe = build(src, CSRC / "plan.cpp", CSRC / "in_place.cpp", CSRC / "describe.cpp")
 
     def plans(cases):
         lines = []
@@ -197,3 +202,22 @@ def test_epilogue_kernel(plan_of):
     assert plan_of(1024, 1024, 1024)["epilogue"] == "lean"
     # The SM80 family has one kernel per row.
     assert plan_of(4096, 4096, 4096, major=8, sms=108, peak=2039)["epilogue"] == "general"
+
+
+@needs_cxx
+def test_gated_plan(plan_of):
+    """gated_mm: the sm90 gated kernels on 128x256 tiles (128 columns of C each) where they fill the
+    GPU, else 128x128; torch's path wherever the fused kernel cannot read or write in place."""
+    # x (M, K) @ w.t(): B K-major (bn=0), as nn.GatedMLP's weights.
+    for m, n, k, row in [(4096, 14336, 4096, 0), (1, 14336, 4096, 0), (64, 1024, 4096, 1), (1, 8, 64, 1)]:
+        p = plan_of(m, n, k, bn=0, gated=1)
+        assert (p["route"], p["family"], p["row"], p["stream_k_tiles"], p["a"], p["b"]) == (
+            "kernel", "sm90", str(row), "0", "K-major, in place", "K-major, in place"), (m, n, k, p)
+        assert p["rule"].startswith("gated: ")
+    assert plan_of(4096, 14336, 4096, bn=0, gated=1, stream_k=1)["stream_k_tiles"] == "0"
+    for fields, why in [(dict(bn=1), "operands"), (dict(a_mis=1), "operands"), (dict(gated=2), "operands"),
+                        (dict(elem=4, allow_tf32=1), "float32"), (dict(major=8), "sm90 family")]:
+        p = plan_of(256, 1024, 512, **{"bn": 0, "gated": 1, **fields})
+        assert p["route"] == "torch" and p["rule"].startswith("gated: ") and why in p["rule"], (fields, p)
+    assert plan_of(256, 1028, 512, bn=0, gated=1)["rule"].startswith("gated: C rows")
+    assert plan_of(256, 1024, 0, bn=0, gated=1)["route"] == "torch"

@@ -7,7 +7,8 @@ reach no further than what is built; a kernel outside the choosers' reach costs 
 How a chosen row becomes a kernel (csrc/plan.cpp, csrc/dispatch.cpp): an unswapped call runs its operands' own layout,
 any of the four; the swapped decode path (M <= 32) runs C^T = B^T A^T on A read K-major, so its
 kernel's B is K-major and its A is the call's B in either layout; the narrow sm80 kernels serve
-any layout; TF32 runs one K-major kernel per family (the host copies other layouts)."""
+any layout; TF32 runs one K-major kernel per family (the host copies other layouts); gated_mm runs
+the gated kernels on K-major operands only (torch's path otherwise)."""
 
 import importlib.util
 import itertools
@@ -40,6 +41,7 @@ int main() {
     for (int fast = 0; fast < 2; ++fast) {
       std::printf("sm90 %d\n", sm90::choose_config(m, n, k, batch, sms, fast != 0));
       if (m <= sm90::kSwapMaxM && batch == 1) std::printf("swap %d\n", sm90::choose_swap_config(n, sms, fast != 0, m));
+      if (batch == 1 && 2LL * n <= 2147483392LL) std::printf("sm90g %d\n", sm90::choose_gated_config(m, n, sms));
     }
     std::printf("sm80 %d\n", sm80::choose_config(m, n, sms, smem));
     std::printf("sm80n %d\n", sm80::choose_narrow_config(m, n, batch, sms));
@@ -60,6 +62,8 @@ def reached_kernels(tmp_path) -> set[tuple[str, str, int, str]]:
         row = int(row)
         if path == "swap":  # kernel A = the call's B (either layout), kernel B = the call's A, K-major
             kernels |= {("sm90", d, row, name) for d in gen.DTYPES for name, (_, bk) in gen.LAYOUTS.items() if bk}
+        elif path == "sm90g":  # gated_mm: x @ w.t() with both K-major, or torch's path
+            kernels |= {("sm90g", d, row, "kk") for d in gen.DTYPES}
         else:
             kernels |= {(path, d, row, name) for d in gen.DTYPES for name in gen.LAYOUTS}
     kernels |= {(family, "tf32", row, "kk") for family, row in gen.TF32}

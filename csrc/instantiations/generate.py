@@ -29,6 +29,9 @@ FAMILIES = ["sm80", "sm90"]
 # TF32 (float32 operands under torch's allow_tf32): K-major operands only (the host copies others),
 # one tile per family. Must match tf32_launcher in csrc/dispatch.cpp.
 TF32 = [("sm80", 1), ("sm90", 1)]
+# The sm90 gated kernels (sm90/traits.h, Gated: nn.GatedMLP's gate and up projections in one GEMM):
+# x @ w.t() only (both K-major), every 16-bit dtype, the rows of sm90/configs.h's kGatedConfigs.
+# Must match gated_launcher in csrc/dispatch.cpp.
 
 
 def row_list(configs_h: Path, name: str) -> list[int]:
@@ -89,6 +92,8 @@ def files() -> dict[str, str]:
             add(f"{family}n_{dname}_c{cfg}.cu", f"{family.upper()}N", family, dtype, cfg, list(LAYOUTS), True)
     for family, cfg in TF32:  # K-major only, built in every build (dispatch.cpp's tf32_launcher)
         add(f"{family}_tf32_c{cfg}.cu", family.upper(), family, "kTF32", cfg, ["kk"], False)
+    for (dname, dtype), cfg in product(DTYPES.items(), row_list(REPO / "csrc" / "sm90" / "configs.h", "kGatedConfigs")):
+        add(f"sm90g_{dname}_c{cfg}.cu", "SM90G", "sm90", dtype, cfg, ["kk"], True)
     return out
 
 

@@ -58,6 +58,21 @@ constexpr bool has_narrow(int cfg) {
   }
   return false;
 }
+// The rows with a gated kernel (sm90/traits.h, Gated: C = act(A B) * (A B2), nn.GatedMLP's gate and
+// up projections as one GEMM over both weights), for K-major A and B; generate.py reads this line.
+// The two cooperative tiles without a cluster: 128 (row 0) or 64 (row 1) columns of C per tile.
+inline constexpr int kGatedConfigs[] = {0, 1};
+constexpr bool has_gated(int cfg) {
+  for (int c : kGatedConfigs) {
+    if (c == cfg) return true;
+  }
+  return false;
+}
+// The gated kernel's row for an (m, n) C (the kernel computes 2 n columns): 128x256 tiles where they
+// give three quarters of the SMs a block, else 128x128 (twice the tiles).
+inline int choose_gated_config(int m, int n, int num_sms) {
+  return tiles_fill_gpu(m, 2 * n, kConfigs[0].bm, kConfigs[0].bn, num_sms) ? 0 : 1;
+}
 // The swapped decode rows 6, 10 and 11 (plan.cpp): C^T = B^T A^T for M <= kSwapMaxM, so that N
 // fills the tile and the few rows of A are WGMMA's N (16, or 32 on row 11), not a 64-row tile of
 // mostly empty rows. choose_swap_config (below) picks among them (docs/tuning.md section 9).

@@ -2,8 +2,8 @@
 // fp32 accumulators, one kChunkN-column chunk at a time, then C's stores: staged through two
 // shared-memory buffers and TMA-stored (16-bit C), some chunks deferred into the next unit's main
 // loop, the late pair; or written by the warpgroup itself (rows TMA cannot store); or stored
-// straight from registers (fp32 C, rows not 16-byte aligned). Also the activation warps, which
-// apply the activation to chunks the consumers staged. Included by sm90/kernel.h only.
+// straight from registers (fp32 C, rows not 16-byte aligned); the gated kernel's act(gate) * up.
+// Included by sm90/kernel.h and sm90/activation_warps.h (the TMA store of a staged slice).
 #pragma once
 
 #include <type_traits>
@@ -32,7 +32,7 @@ CUTE_DEVICE void tma_store_slice(KernelParams<Tr> const& params, typename Tr::Sh
   Tensor sC = staging_c<Tr>(smem);
   Tensor mCt = params.tma_c.get_tma_tensor(make_shape(p.m, p.n, p.batch));  // (M,N,L) TMA coordinates
   auto chunk = make_tile(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{});
-  Tensor gC = local_tile(mCt(_, _, t.l), chunk, make_coord(t.m * Tr::kConsumers + c, t.n * (Tr::kBN / Tr::kChunkN) + j));
+  Tensor gC = local_tile(mCt(_, _, t.l), chunk, make_coord(t.m * Tr::kConsumers + c, t.n * Tr::kOutChunks + j));
   Tensor sCchunk = local_tile(sC(_, _, buf), chunk, make_coord(c, 0));
   auto [tTgC, tTsC] = tma_partition(params.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sCchunk),
                                     group_modes<0, 2>(gC));
@@ -132,7 +132,8 @@ struct EpilogueC {
   // consumers' 232 registers (ptxas spilled 300 and 28 bytes); two deferred chunks fit.
   // Three consumers (160 registers) store every chunk in the epilogue: 96 accumulators next to
   // six deferred 32-column chunks would not fit.
-  static constexpr int kImmediate = Tr::kConsumers == 3 ? kChunks : kChunks == 4 ? 2 : 0;
+  // The gated kernel stores its chunks in the epilogue too (store_gated_tile).
+  static constexpr int kImmediate = Tr::kGated || Tr::kConsumers == 3 ? kChunks : kChunks == 4 ? 2 : 0;
   // A 128x256 tile's two immediate chunks (buffers 0 and 1) are staged together (n = 2): one
   // wait for the stores that last read both buffers (the previous tile's deferred chunks, long
   // done), one barrier pair instead of two, then two stores in two commit groups, so that the
@@ -209,7 +210,7 @@ struct EpilogueC {
     trace(kTrStoreBegin, j0);
     if constexpr (part != kStoreOnly) {
       if constexpr (part == kStageAll) {
-        if (leader) tma_store_wait<(n == 1 && kChunks > 1 ? 1 : 0)>();
+        if (leader) tma_store_wait<(n == 1 && Tr::kOutChunks > 1 ? 1 : 0)>();
         cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
       }
       for_each(make_int_sequence<n>{}, [&](auto i) {
@@ -369,6 +370,28 @@ struct EpilogueC {
     // Staged rows: everyone has read this tile's smem.c_tile before the leader writes the next.
     if (stage_c && c_staged) cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
     deferred = !defer_tile ? 0 : kPairImmediate && p.late_c ? 2 : 1;
+  }
+
+  // The gated kernel's epilogue (Tr::kGated): C's chunk j is act(gate chunk j) * (up chunk j +
+  // kOutChunks) of the accumulators, the two kBN / 2 columns apart (produce_tma_gated), computed in
+  // fp32 and rounded once, staged and TMA-stored as chunk j of C's tile, kBN / 2 columns wide.
+  template <class Acc>
+  CUTE_DEVICE void store_gated_tile(Acc& acc, const BatchTile& tile) {
+    static_assert(Tr::kGated && kChunkValues * kChunks == decltype(size(acc))::value, "the gated epilogue");
+    Tensor acc_chunks = make_tensor(acc.data(), make_layout(make_shape(Int<kChunkValues>{}, Int<kChunks>{})));
+    if (leader) smem.c_tile[consumer] = tile;
+    for_each(make_int_sequence<Tr::kOutChunks>{}, [&](auto jc) {
+      constexpr int j = decltype(jc)::value;
+      Tensor gate = acc_chunks(_, j);
+      Tensor up = acc_chunks(_, j + Tr::kOutChunks);
+      with_activation(p.act, [&](auto a) {
+        CUTE_UNROLL
+        for (int i = 0; i < kChunkValues; ++i) gate(i) = activate<decltype(a)::value>(gate(i));
+      });
+      CUTE_UNROLL
+      for (int i = 0; i < kChunkValues; ++i) rCd(i + j * kChunkValues) = CT(gate(i) * up(i));
+      stage_chunks<j, 1>();
+    });
   }
 
   // (Nothing is pending here: a block's last unit stores its own C.) The TMA store reads shared

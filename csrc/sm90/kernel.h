@@ -79,6 +79,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
     }
+    if constexpr (Tr::kGated) cute::prefetch_tma_descriptor(params.tma_b2.get_tma_descriptor());
     if (p.c_vector_ok) cute::prefetch_tma_descriptor(params.tma_c.get_tma_descriptor());
   }
   // Barrier inits must be visible to the peer block before it multicasts or arrives here.
@@ -99,7 +100,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if constexpr (Tr::kCpAsync) {
       produce_narrow<Tr>(p, smem, walk);
     } else if (threadIdx.x == 0) {
-      produce_tma<Tr>(params, smem, walk);
+      if constexpr (Tr::kGated) {
+        produce_tma_gated<Tr>(params, smem, walk);
+      } else {
+        produce_tma<Tr>(params, smem, walk);
+      }
     } else if (kOffload && threadIdx.x >= 32) {
       run_activation_warps<Tr>(params, smem, walk);
     }
@@ -127,7 +132,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
         if (!pieces.leave(acc, p, smem, ctid, kSplitBarrier<Tr>)) continue;  // not the last piece: it stores C
         pieces.sum(acc);
       }
-      epilogue.store_tile(acc, tile, bias, cursor.has_next());
+      if constexpr (Tr::kGated) {
+        epilogue.store_gated_tile(acc, tile);
+      } else {
+        epilogue.store_tile(acc, tile, bias, cursor.has_next());
+      }
       trace(kTrEpilogueDone, units - 1);
     }
     epilogue.finish();

@@ -19,6 +19,8 @@ struct KernelParams {
   typename Tr::TmaB tma_b;
   typename Tr::TmaC tma_c;  // built only when p.c_vector_ok (16-bit C, 16-byte aligned rows)
   GemmParams p;
+  // The gated kernel's B2 (GemmParams::b2); last, so that the other kernels' parameters keep their places.
+  std::conditional_t<Tr::kGated, typename Tr::TmaB, char> tma_b2;
 };
 
 // A ring slot is "full" once its A and B tiles landed (the producer's arrival and TMA's

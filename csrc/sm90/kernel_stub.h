@@ -15,7 +15,7 @@
 namespace cute_gemm::sm90 {
 
 // Names only: a kernel's symbol spells its template arguments, not their members.
-template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false, bool Gated = false>
 struct KernelTraits {};
 
 template <class Tr>
@@ -26,11 +26,11 @@ struct KernelParams {
 template <class Tr, bool kOffload, bool kLean = false>
 __global__ void gemm_kernel(KernelParams<Tr> const) {}
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync, bool Gated>
 cudaError_t run(const GemmParams&, cudaStream_t) {
   // The kernels kernel.h's run may take (the offload and the lean one only for some tiles: an
   // extra empty kernel in this pass's code is harmless, a missing one would not be).
-  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync, Gated>;
   const void* kernels[] = {reinterpret_cast<const void*>(&gemm_kernel<Tr, false>),
                            reinterpret_cast<const void*>(&gemm_kernel<Tr, true>),
                            reinterpret_cast<const void*>(&gemm_kernel<Tr, false, true>)};
@@ -44,3 +44,5 @@ cudaError_t run(const GemmParams&, cudaStream_t) {
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
 #define CUTE_GEMM_SM90N_INSTANTIATE(D, AK, BK, CFG) \
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, true>(const cute_gemm::GemmParams&, cudaStream_t);
+#define CUTE_GEMM_SM90G_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, false, true>(const cute_gemm::GemmParams&, cudaStream_t);

@@ -10,7 +10,8 @@ namespace cute_gemm::sm90 {
 
 // Persistent: launches min(tiles, p.grid_limit) thread blocks.
 // CpAsync: the row's narrow kernel (4-byte cp.async loads of operands TMA cannot read; sm90/traits.h).
-template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false>
+// Gated: the row's gated kernel (GemmParams::b2: C = act(A B) * (A B2); sm90/traits.h).
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false, bool Gated = false>
 cudaError_t run(const GemmParams& p, cudaStream_t stream);
 
 }  // namespace cute_gemm::sm90

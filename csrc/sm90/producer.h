@@ -149,6 +149,50 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
   trace(kTrEnd, loads);
 }
 
+// The gated kernel's TMA producer (Tr::kGated, no cluster): as produce_tma, with the B tile in two
+// boxes: its first kBN / 2 rows from B (the gate's weight), its last kBN / 2 from the same rows of
+// B2 (the up projection's), so that each consumer thread holds a gate value and its up value in
+// accumulators of the same row, kBN / 2 columns apart (epilogue_c.h, store_gated_tile).
+template <class Tr>
+CUTE_DEVICE void produce_tma_gated(KernelParams<Tr> const& params, typename Tr::SharedStorage& smem,
+                                   const TileWalk<Tr>& walk) {
+  constexpr int kBM = Tr::kBM, kBoxN = Tr::kBoxN, kBK = Tr::kBK, kStages = Tr::kStages;
+  static_assert(Tr::kGated && Tr::kCluster == 1, "the gated producer");
+  const GemmParams& p = params.p;
+  Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
+  Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
+  auto half = make_shape(Int<kBoxN>{}, Int<kBK>{}, Int<kStages>{});
+  Tensor sB_gate = local_tile(sB, half, make_coord(0, 0, 0));  // (BN/2,BK,PIPE)
+  Tensor sB_up = local_tile(sB, half, make_coord(1, 0, 0));
+  RingState<kStages> ring;
+  Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));        // (M,K,L)
+  Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n / 2, p.k, p.batch));    // (N/2,K,L)
+  Tensor mB2 = params.tma_b2.get_tma_tensor(make_shape(p.n / 2, p.k, p.batch));  // (N/2,K,L)
+  WorkCursor cursor = walk.start;
+  Unit unit;
+  while (cursor.next(unit)) {
+    const BatchTile tile = walk.tile_of(unit.tile);
+    const int la = p.batch_a == 0 ? 0 : tile.l, lb = p.batch_b == 0 ? 0 : tile.l;
+    Tensor gA = local_tile(mA(_, _, la), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));     // (BM,BK,k)
+    Tensor gB = local_tile(mB(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));   // (BN/2,BK,k)
+    Tensor gB2 = local_tile(mB2(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));
+    auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
+    auto [tBgB, tBsB] =
+        tma_partition(params.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_gate), group_modes<0, 2>(gB));
+    auto [tCgB2, tCsB2] =
+        tma_partition(params.tma_b2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_up), group_modes<0, 2>(gB2));
+#pragma unroll 1
+    for (int kt = unit.kb; kt < unit.ke; ++kt) {
+      EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
+      FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);  // all three boxes
+      copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
+      copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
+      copy(params.tma_b2.with(smem.full[ring.stage]), tCgB2(_, kt), tCsB2(_, ring.stage));
+      ring.advance();
+    }
+  }
+}
+
 // The narrow producer (Tr::kCpAsync: all 128 threads of warpgroup 0): every thread copies its
 // share of each stage's A and B tiles (zero-filled past M, N and K), then arrives on the stage's
 // full barrier once they have landed.

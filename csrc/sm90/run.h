@@ -109,33 +109,43 @@ KernelParams<Tr> kernel_params(const GemmParams& p) {
   constexpr bool AKMajor = Tr::kAKMajor, BKMajor = Tr::kBKMajor;
   auto batches = [&](int64_t stride) { return stride == 0 ? 1 : p.batch; };
   auto tma_stride = [](int64_t stride, int64_t packed) { return stride == 0 ? packed : stride; };
-  KernelParams<Tr> params{{}, {}, {}, p};
+  // The gated kernel's B and B2 are (N / 2, K) each, its C (M, N / 2) (traits.h, Gated).
+  const int n_b = Tr::kGated ? p.n / 2 : p.n;
+  KernelParams<Tr> params{{}, {}, {}, p, {}};
   if constexpr (!Tr::kCpAsync) {
     Tensor mA = make_tensor(make_gmem_ptr(static_cast<T const*>(p.a)),
                             make_layout(make_shape(p.m, p.k, batches(p.batch_a)),
                                         mn_k_l_stride<AKMajor>(p.lda, tma_stride(p.batch_a, p.lda * (AKMajor ? p.m : p.k)))));
-    Tensor mB = make_tensor(make_gmem_ptr(static_cast<T const*>(p.b)),
-                            make_layout(make_shape(p.n, p.k, batches(p.batch_b)),
-                                        mn_k_l_stride<BKMajor>(p.ldb, tma_stride(p.batch_b, p.ldb * (BKMajor ? p.n : p.k)))));
+    auto b_tensor = [&](const void* b) {
+      return make_tensor(make_gmem_ptr(static_cast<T const*>(b)),
+                         make_layout(make_shape(n_b, p.k, batches(p.batch_b)),
+                                     mn_k_l_stride<BKMajor>(p.ldb, tma_stride(p.batch_b, p.ldb * (BKMajor ? n_b : p.k)))));
+    };
     params.tma_a =
         make_tma_atom(SM90_TMA_LOAD{}, mA, typename Tr::SmemLayoutA{}(_, _, 0), make_shape(Int<Tr::kBM>{}, Int<Tr::kBK>{}));
-    params.tma_b = make_tma_atom(typename Tr::TmaLoadB{}, mB, typename Tr::SmemLayoutB{}(_, _, 0),
-                                 make_shape(Int<Tr::kBN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{});
+    params.tma_b = make_tma_atom(typename Tr::TmaLoadB{}, b_tensor(p.b), typename Tr::SmemLayoutBBox{},
+                                 make_shape(Int<Tr::kBoxN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{});
+    if constexpr (Tr::kGated) {
+      params.tma_b2 = make_tma_atom(typename Tr::TmaLoadB{}, b_tensor(p.b2), typename Tr::SmemLayoutBBox{},
+                                    make_shape(Int<Tr::kBoxN>{}, Int<Tr::kBK>{}), Int<Tr::kCluster>{});
+    }
   }
   if (Tr::kStageC && p.c_vector_ok) {  // TMA needs 16-byte aligned rows; otherwise the kernel stores C itself
     Tensor mC = make_tensor(make_gmem_ptr(static_cast<typename Tr::CElement*>(p.c)),
-                            make_layout(make_shape(p.m, p.n, p.batch), make_stride(p.ldc, Int<1>{}, p.batch_c)));
+                            make_layout(make_shape(p.m, n_b, p.batch), make_stride(p.ldc, Int<1>{}, p.batch_c)));
     params.tma_c = make_tma_atom(SM90_TMA_STORE{}, mC, typename Tr::SmemLayoutCChunk{},
                                  make_shape(Int<Tr::kRowsPerConsumer>{}, Int<Tr::kChunkN>{}));
   }
   return params;
 }
 
-template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync>
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync, bool Gated>
 cudaError_t run(const GemmParams& p, cudaStream_t stream) {
-  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync>;
+  using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync, Gated>;
   constexpr int kElementBytes = int(sizeof(typename Tr::Element));
-  const RowKernels<Tr, has_act_warps_kernel(Cfg, CpAsync, kElementBytes), has_lean_kernel(Cfg, CpAsync, kElementBytes)>
+  // The gated kernel has one instantiation: its epilogue is its own (epilogue_c.h).
+  const RowKernels<Tr, !Gated && has_act_warps_kernel(Cfg, CpAsync, kElementBytes),
+                   !Gated && has_lean_kernel(Cfg, CpAsync, kElementBytes)>
       kernels;
   if (cudaError_t e = kernels.prepare(); e != cudaSuccess) return e;
   KernelParams<Tr> params = kernel_params<Tr>(p);
@@ -179,7 +189,7 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   // The kernel of the call's epilogue (sm90/configs.h, choose_epilogue_kernel; plan.cpp reports it
   // with the resident clusters counted as the SMs over the cluster size).
   const EpilogueKernel which =
-      choose_epilogue_kernel(Cfg, CpAsync, kElementBytes, epilogue_form(params.p, units, resident));
+      Gated ? EpilogueKernel::kGeneral : choose_epilogue_kernel(Cfg, CpAsync, kElementBytes, epilogue_form(params.p, units, resident));
   auto* kernel = which == EpilogueKernel::kActWarps ? kernels.act_warps
                  : which == EpilogueKernel::kLean   ? kernels.lean
                                                     : kernels.general;
@@ -196,4 +206,6 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG>(const cute_gemm::GemmParams&, cudaStream_t);
 #define CUTE_GEMM_SM90N_INSTANTIATE(D, AK, BK, CFG) \
   template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, true>(const cute_gemm::GemmParams&, cudaStream_t);
+#define CUTE_GEMM_SM90G_INSTANTIATE(D, AK, BK, CFG) \
+  template cudaError_t cute_gemm::sm90::run<D, AK, BK, CFG, false, true>(const cute_gemm::GemmParams&, cudaStream_t);
 

@@ -23,12 +23,18 @@ struct BatchTile {
 // 4-byte cp.async (zero-filled past M, N and K) instead of one thread issuing TMA boxes, and each
 // thread's copies of a stage arrive on the stage's full barrier when they land; the consumers are
 // the same. Rows without a cluster only (no multicast).
-template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false>
+// Gated: the gated kernel (GemmParams::b2): the B tile's first kBN / 2 rows are rows of B (the
+// gate's weight), its last kBN / 2 the same rows of B2 (the up projection's), each loaded as a box
+// of its own; the epilogue writes act(gate) * up, a C tile of kBN / 2 columns (epilogue_c.h).
+template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync = false, bool Gated = false>
 struct KernelTraits {
   using Element = typename ElementOf<D>::type;
   static constexpr TileConfig kCfg = kConfigs[Cfg];
   static constexpr bool kCpAsync = CpAsync;
+  static constexpr bool kGated = Gated;
   static_assert(!CpAsync || (kCfg.cluster_m == 1 && sizeof(Element) == 2), "narrow kernels: 16-bit rows without a cluster");
+  static_assert(!Gated || (!CpAsync && kCfg.cluster_m == 1 && BKMajor && sizeof(Element) == 2 && kCfg.bn % 128 == 0),
+                "gated kernels: 16-bit, TMA, no cluster, K-major B, whole 64-column chunks in each half");
   // The table's K tile is for 16-bit elements; TF32 keeps the bytes (one 128-byte swizzle row).
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk * 2 / int(sizeof(Element)), kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
@@ -81,8 +87,13 @@ struct KernelTraits {
                                       make_shape(Int<kBM>{}, Int<kBK>{})));
   // B is shared by the blocks of a cluster: each loads 1/kCluster of the tile and multicasts it.
   using TmaLoadB = std::conditional_t<(kCluster > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
-  using TmaB = decltype(make_tma_atom(TmaLoadB{}, std::declval<GmemTensorB>(), SmemLayoutB{}(_, _, 0),
-                                      make_shape(Int<kBN>{}, Int<kBK>{}), Int<kCluster>{}));
+  // The box of one B load: the whole tile, or (gated) one half of it.
+  static constexpr int kBoxN = Gated ? kBN / 2 : kBN;
+  using SmemLayoutBBox =
+      std::conditional_t<Gated, decltype(tile_to_shape(SmemAtomB{}, make_shape(Int<kBoxN>{}, Int<kBK>{}), Step<_1, _2>{})),
+                         decltype(SmemLayoutB{}(_, _, 0))>;
+  using TmaB = decltype(make_tma_atom(TmaLoadB{}, std::declval<GmemTensorB>(), SmemLayoutBBox{},
+                                      make_shape(Int<kBoxN>{}, Int<kBK>{}), Int<kCluster>{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t((kBM + kBN) * kBK * sizeof(Element));
 
   // The narrow kernels' producer threads (producer.h's NarrowLoader), each arriving on a stage's
@@ -107,6 +118,8 @@ struct KernelTraits {
                 "the epilogue's 32-bit offsets into X rows (epilogue.h, add_x_chunk) must reach the whole tile");
   static_assert(kBN == kChunkN || kBN % (2 * kChunkN) == 0,
                 "one C chunk per tile, or an even number (two staging buffers)");
+  // C's chunks per tile: the gated kernel writes one for each pair of a gate and an up chunk.
+  static constexpr int kOutChunks = (Gated ? kBN / 2 : kBN) / kChunkN;
   // fp32 C (TF32, out_dtype=float32) is always stored from registers: no staging.
   static constexpr bool kStageC = sizeof(Element) == 2;
   using CElement = std::conditional_t<kStageC, Element, cutlass::half_t>;  // the staging's type
