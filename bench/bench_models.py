@@ -1,4 +1,5 @@
-"""Models with torch.nn.Linear against the same models with cute_gemm.nn.Linear, same run, same weights.
+"""Models with torch.nn.Linear against the same models after cute_gemm.optimize (cute_gemm.nn.Linear,
+and cute_gemm.nn.GatedMLP for the Llama MLP), same run, same weights.
 
     python -P bench/bench_models.py                          # every workload, eager and torch.compile
     python -P bench/bench_models.py --workloads decode --decode-tokens 1,16
@@ -15,7 +16,9 @@ Workloads (random weights, no downloads; shapes of the model families named in t
               its token into, as serving engines keep one), one step captured in a CUDA graph
 
 Peers: torch eager (the baseline of every ratio), and with --peers compile the torch model under
-torch.compile (what a user would try instead) and cute_gemm's model under torch.compile.
+torch.compile (what a user would try instead) and cute_gemm's model under torch.compile; with
+--peers linears (prefill, decode) cute_gemm's model with its nn.Linear layers swapped only, which
+shows what nn.GatedMLP adds.
 Per impl: step time (median over interleaved rounds, CUDA events), the ratio torch eager / impl,
 and from torch.profiler the time per step in GEMM kernels and the number of kernels per step.
 Checks: each training impl's loss curve against torch eager's (largest relative gap); prefill and
@@ -47,7 +50,7 @@ def _load_bench_mm():
 bench_mm = _load_bench_mm()
 
 WORKLOADS = ("train", "train_amp", "prefill", "decode")
-PEERS = ("eager", "compile")
+PEERS = ("eager", "compile", "linears")
 GPT2_MEDIUM = {"d": 1024, "heads": 16, "ff": 4096, "layers": 4, "vocab": 50304, "batch": 8, "seq": 1024}
 LLAMA3_8B = {"d": 4096, "heads": 32, "kv_heads": 8, "ff": 14336}
 PREFILL_TOKENS = (2048, 8192)
@@ -74,7 +77,9 @@ def parse_args(argv=None):
     ap.add_argument("--workloads", type=lambda t: bench_mm.parse_choices(t, WORKLOADS, "workload"), default=list(WORKLOADS),
                     help=f"comma list of {', '.join(WORKLOADS)}, all (default: all)")
     ap.add_argument("--peers", type=lambda t: bench_mm.parse_choices(t, PEERS, "peer"), default=list(PEERS),
-                    help="eager, compile, all (default: all); eager always runs: it is the baseline")
+                    help="eager, compile, linears, all (default: all); eager always runs: it is the baseline; "
+                         "linears: cute_gemm's model with its nn.Linear layers swapped only (prefill and decode: "
+                         "what nn.GatedMLP adds)")
     ap.add_argument("--prefill-tokens", type=parse_counts, default=list(PREFILL_TOKENS))
     ap.add_argument("--decode-tokens", type=parse_counts, default=list(DECODE_TOKENS))
     ap.add_argument("--steps", type=int, default=30, help="training steps per impl (the loss curve; default 30)")
@@ -123,6 +128,18 @@ def build_modules(torch):
                 x = block(x)
             return self.head(self.ln(x))
 
+    class LlamaMLP(nn.Module):
+        """The gated SiLU MLP, with the names and forward of transformers' LlamaMLP."""
+
+        def __init__(self, d, ff):
+            super().__init__()
+            self.gate_proj, self.up_proj = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
+            self.down_proj = nn.Linear(ff, d, bias=False)
+            self.act_fn = nn.SiLU()
+
+        def forward(self, x):
+            return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
     class LlamaLayer(nn.Module):
         """Pre-norm attention (GQA, RoPE) and gated SiLU MLP; bias-free projections as in Llama."""
 
@@ -132,8 +149,7 @@ def build_modules(torch):
             self.norm1, self.norm2 = nn.RMSNorm(d), nn.RMSNorm(d)
             self.qkv = nn.Linear(d, (heads + 2 * kv_heads) * self.hd, bias=False)
             self.o = nn.Linear(d, d, bias=False)
-            self.gate, self.up = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
-            self.down = nn.Linear(ff, d, bias=False)
+            self.mlp = LlamaMLP(d, ff)
 
         def forward(self, x, cos, sin, cache=None):
             b, t, d = x.shape
@@ -149,7 +165,7 @@ def build_modules(torch):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=True)
             x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
             h = self.norm2(x)
-            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+            return x + self.mlp(h)
 
     def rope(x, cos, sin):
         x1, x2 = x.chunk(2, -1)
@@ -166,18 +182,27 @@ def rope_tables(torch, positions, head_dim, dtype):
 
 
 def swap_linears(torch, cute_gemm, model):
-    """model with every torch.nn.Linear replaced by a cute_gemm.nn.Linear sharing its Parameters."""
+    """model as a user gets it from cute_gemm.optimize: every torch.nn.Linear a cute_gemm.nn.Linear
+    and every LlamaMLP a cute_gemm.nn.GatedMLP, on the same Parameters."""
+    return cute_gemm.optimize(model)
+
+
+def linears_only(torch, cute_gemm, model):
+    """model with every torch.nn.Linear a cute_gemm.nn.Linear on the same Parameters, and nothing else."""
     for name, child in model.named_children():
-        if isinstance(child, torch.nn.Linear):
+        if type(child) is torch.nn.Linear:
             setattr(model, name, cute_gemm.nn.Linear.from_torch(child))
         else:
-            swap_linears(torch, cute_gemm, child)
+            linears_only(torch, cute_gemm, child)
     return model
 
 
-def impls_of(torch, cute_gemm, model, peers):
-    """(name, module) per impl, each with its own copy of the same weights."""
+def impls_of(torch, cute_gemm, model, peers, gated=False):
+    """(name, module) per impl, each with its own copy of the same weights. gated: the model has
+    gated MLPs (with the linears peer, also the impl that swaps its Linear layers only)."""
     out = [(BASELINE, model), ("cute_gemm eager", swap_linears(torch, cute_gemm, copy.deepcopy(model)))]
+    if gated and "linears" in peers:
+        out.append(("cute_gemm linears", linears_only(torch, cute_gemm, copy.deepcopy(model))))
     if "compile" in peers:
         out.insert(1, ("torch compile", torch.compile(copy.deepcopy(model))))
         out.append(("cute_gemm compile", torch.compile(swap_linears(torch, cute_gemm, copy.deepcopy(model)))))
@@ -324,7 +349,7 @@ def inference_rows(torch, cute_gemm, decode: bool, args) -> list[dict]:
             return run(self.mods, x, cos, sin, caches)
 
     reference = Stack(copy.deepcopy(layers).float())
-    impls = impls_of(torch, cute_gemm, Stack(layers), args.peers)
+    impls = impls_of(torch, cute_gemm, Stack(layers), args.peers, gated=True)
     rows = []
     for tokens in (args.decode_tokens if decode else args.prefill_tokens):
         batch, t = (tokens, 1) if decode else (1, tokens)

@@ -139,7 +139,22 @@ class GatedMLP(torch.nn.Module):
         return new
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        h = _TORCH_ACTIVATIONS[self.activation](self.gate_proj(x)) * self.up_proj(x)
+        if x.dim() == 0 or x.shape[-1] != self.hidden_size:
+            raise ValueError(f"GatedMLP: x must be (..., hidden_size) with hidden_size = {self.hidden_size}, "
+                             f"got shape {list(x.shape)}")
+        # Without biases and where no gradient is needed, gate and up are one kernel
+        # (torch.ops.cute_gemm.gated_mm: act(gate) * up in its epilogue, on the sm90 family; an
+        # exact fp32 path elsewhere). Training runs them as two GEMMs and torch's product, whose
+        # backward needs both projections.
+        weights = (self.gate_proj.weight, self.up_proj.weight)
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in weights))
+        if self.gate_proj.bias is None and not needs_grad:
+            rows = math.prod(x.shape[:-1])
+            h = torch.ops.cute_gemm.gated_mm.default(x.reshape(rows, self.hidden_size), *weights,
+                                                     activation=self.activation)
+            h = h.reshape(*x.shape[:-1], self.intermediate_size)
+        else:
+            h = _TORCH_ACTIVATIONS[self.activation](self.gate_proj(x)) * self.up_proj(x)
         return self.down_proj(h, residual=residual)
 
     def extra_repr(self) -> str:

@@ -239,6 +239,25 @@ def _bmm_meta(a, b, out_dtype):
     return (a.shape[0], a.shape[1], b.shape[2]), _result_dtype("bmm", a, b, out_dtype)
 
 
+def _gated_meta(x, w_gate, w_up, activation):
+    op = "gated_mm"
+    _check_operand(op, "x", x, 2, "(M, K)")
+    _check_operand(op, "w_gate", w_gate, 2, "(F, K)")
+    _check_operand(op, "w_up", w_up, 2, "(F, K)")
+    for name, w in (("w_gate", w_gate), ("w_up", w_up)):
+        torch._check_value(w.device == x.device, lambda: f"{op}: x and {name} must be on the same device, got x on "
+                           f"{x.device} and {name} on {w.device}")
+        torch._check_type(w.dtype == x.dtype, lambda: f"{op}: x and {name} must have the same dtype, got x {x.dtype} "
+                          f"and {name} {w.dtype}")
+    torch._check_value(w_gate.shape[1] == x.shape[1], lambda: f"{op}: w_gate's columns (K) must equal x's, got x "
+                       f"{_shape(x)} and w_gate {_shape(w_gate)}")
+    torch._check_value(w_up.shape == w_gate.shape, lambda: f"{op}: w_up must have w_gate's shape {_shape(w_gate)}, "
+                       f"got {_shape(w_up)}")
+    torch._check_value(activation in ACTIVATIONS, lambda: f"{op}: activation must be one of "
+                       f"{', '.join(map(repr, ACTIVATIONS))}, got {activation!r}")
+    return (x.shape[0], w_gate.shape[0]), x.dtype
+
+
 def _checked_out(op: str, out, a, shape, dtype):
     # The order of the C++ checks: device, dtype, shape.
     torch._check_value(out.device == a.device, lambda: f"{op}: out must be on the inputs' device {a.device}, got "
@@ -275,6 +294,12 @@ def _addmm_out_fake(input, a, b, *, beta=1, alpha=1, activation=None, out_dtype=
 def _bmm_fake(a, b, *, out_dtype=None):
     shape, dtype = _bmm_meta(a, b, out_dtype)
     return a.new_empty(shape, dtype=dtype)
+
+
+@torch.library.register_fake("cute_gemm::gated_mm")
+def _gated_mm_fake(x, w_gate, w_up, *, activation="silu"):
+    shape, dtype = _gated_meta(x, w_gate, w_up, activation)
+    return x.new_empty(shape, dtype=dtype)
 
 
 @torch.library.register_fake("cute_gemm::bmm.out")
