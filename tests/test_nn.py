@@ -196,9 +196,10 @@ def gated_ref(x, w_gate, w_up, activation):
                                      (4097, 2048, 256)])
 def test_gated_mm_matches_float64(m, f, k, dtype, activation):
     """act(x w_gate^T) * (x w_up^T): the fused sm90 kernel where x, the weights and C are read and
-    written in place (K and F multiples of 8), torch's fp32 path elsewhere (K = 129, F = 127); both
-    within the dtype's rounding of the float64 product and twice torch's own error. The output is
-    allocated where a NaN-filled block of its size was just freed (unwritten elements show)."""
+    written in place (K and F multiples of 8; (7, 1024, 4096) with K slices), elsewhere (K = 129,
+    F = 127) two GEMMs with float32 results and the product; both within the dtype's rounding of the
+    float64 product and twice torch's own error. The output is allocated where a NaN-filled block of
+    its size was just freed (unwritten elements show)."""
     x, w_gate, w_up = randn(m, k, dtype=dtype), randn(f, k, dtype=dtype), randn(f, k, dtype=dtype)
     torch.full((m, f), float("nan"), dtype=dtype, device="cuda")
     out = torch.ops.cute_gemm.gated_mm(x, w_gate, w_up, activation=activation)
@@ -219,6 +220,7 @@ def test_gated_mm_is_one_kernel_where_it_fits():
     kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     if torch.cuda.get_device_capability() == (9, 0):
         assert len(kernels) == 1 and "gemm_kernel" in kernels[0], kernels
+
 
 @gpu
 @pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
