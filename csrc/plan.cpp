@@ -12,6 +12,14 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// sm90's rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the H200's, 2026-11-28):
+// CUTE_GEMM_FAST_HBM=1 / 0, unset: from the GPU's peak bandwidth per SM.
+bool hbm_fast(const Problem& p, const Overrides& o) {
+  const int sms = p.device.num_sms;
+  return o.fast_hbm >= 0 ? o.fast_hbm == 1
+                         : sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms;
+}
+
 // The kernel's view of the problem: the swapped path computes C^T (N x rows).
 int kernel_m(const Plan& plan, const Problem& p) { return int(plan.swap ? p.b.size[2] : plan.rows); }
 // (The gated kernel computes gate and up side by side: 2 N columns.)
@@ -294,8 +302,7 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   plan.pdl = o.pdl != 0;
   plan.c_vector_ok = true;
   const int sms = p.device.num_sms;
-  const bool fast = sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms;
-  plan.hbm_fast = o.fast_hbm >= 0 ? o.fast_hbm == 1 : fast;
+  plan.hbm_fast = hbm_fast(p, o);
   plan.cfg = sm90::choose_gated_config(int(M), int(N), sms);
   plan.rule = plan.cfg == sm90::k128x256 ? "gated: 128x256 tiles (128 columns of C) fill the GPU"
                                          : "gated: 128x128 tiles (64 columns of C)";
@@ -376,11 +383,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // 574^3, copies on both sides, ran 3 % slower with it).
   plan.pdl = o.pdl != 0 && plan.x_copy == Plan::XCopy::kNone &&
              (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged);
-  // sm90's rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the H200's, 2026-11-28):
-  // CUTE_GEMM_FAST_HBM=1 / 0, unset: from the GPU's peak bandwidth per SM.
-  const int sms = p.device.num_sms;
-  const bool fast = sms > 0 && 1000LL * p.device.peak_hbm_gbs >= 1LL * sm90::kFastHbmMBsPerSm * sms;
-  plan.hbm_fast = plan.sm90 && (o.fast_hbm >= 0 ? o.fast_hbm == 1 : fast);
+  plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
   plan.stream_k_knob = o.stream_k;
   choose_row(plan, p, o);
   if (!plan.error.empty()) return plan;

@@ -143,9 +143,9 @@ class GatedMLP(torch.nn.Module):
             raise ValueError(f"GatedMLP: x must be (..., hidden_size) with hidden_size = {self.hidden_size}, "
                              f"got shape {list(x.shape)}")
         # Without biases and where no gradient is needed, gate and up are one kernel
-        # (torch.ops.cute_gemm.gated_mm: act(gate) * up in its epilogue, on the sm90 family; an
-        # exact fp32 path elsewhere). Training runs them as two GEMMs and torch's product, whose
-        # backward needs both projections.
+        # (torch.ops.cute_gemm.gated_mm: act(gate) * up in its epilogue, on the sm90 family; two
+        # GEMMs with float32 results and the product elsewhere). Training runs them as two GEMMs and
+        # torch's product, whose backward needs both projections.
         weights = (self.gate_proj.weight, self.up_proj.weight)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in weights))
         if self.gate_proj.bias is None and not needs_grad:

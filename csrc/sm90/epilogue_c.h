@@ -373,7 +373,7 @@ struct EpilogueC {
   }
 
   // The gated kernel's epilogue (Tr::kGated): C's chunk j is act(gate chunk j) * (up chunk j +
-  // kOutChunks) of the accumulators, the two kBN / 2 columns apart (produce_tma_gated), computed in
+  // kOutChunks) of the accumulators, the two kBN / 2 columns apart (produce_tma), computed in
   // fp32 and rounded once, staged and TMA-stored as chunk j of C's tile, kBN / 2 columns wide.
   template <class Acc>
   CUTE_DEVICE void store_gated_tile(Acc& acc, const BatchTile& tile) {

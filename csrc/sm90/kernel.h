@@ -100,11 +100,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     if constexpr (Tr::kCpAsync) {
       produce_narrow<Tr>(p, smem, walk);
     } else if (threadIdx.x == 0) {
-      if constexpr (Tr::kGated) {
-        produce_tma_gated<Tr>(params, smem, walk);
-      } else {
-        produce_tma<Tr>(params, smem, walk);
-      }
+      produce_tma<Tr>(params, smem, walk);
     } else if (kOffload && threadIdx.x >= 32) {
       run_activation_warps<Tr>(params, smem, walk);
     }

@@ -1,6 +1,6 @@
 // The producer warpgroup of the SM90 kernel: the TMA producer (one thread issues each stage's
-// boxes) and the narrow one (Tr::kCpAsync: 128 threads copy 4-byte vectors with cp.async, for
-// 16-bit operands whose rows TMA cannot read). Both fill the same ring of kStages slots, guarded
+// boxes, two of B in the gated kernels) and the narrow one (Tr::kCpAsync: 128 threads copy 4-byte
+// vectors with cp.async, for 16-bit operands whose rows TMA cannot read). Both fill the same ring of kStages slots, guarded
 // by the full and empty barriers (sm90/kernel_parts.h). Included by sm90/kernel.h only.
 #pragma once
 
@@ -102,19 +102,33 @@ struct NarrowLoader {
 // The TMA producer (one elected thread of warpgroup 0): for each unit, each k-tile's A tile and
 // this block's share of the B tile (multicast to every block of the cluster) into the next ring
 // slot, once every consumer of the cluster released it. Boxes past M, N or K are zero-filled by
-// TMA and still count their full bytes.
+// TMA and still count their full bytes. The gated kernel (Tr::kGated, no cluster) loads the B tile
+// in two boxes: its first kBN / 2 rows from B (the gate's weight), its last kBN / 2 from the same
+// rows of B2 (the up projection's), so that each consumer thread holds a gate value and its up
+// value in accumulators of the same row, kBN / 2 columns apart (epilogue_c.h, store_gated_tile).
 template <class Tr>
 CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::SharedStorage& smem, const TileWalk<Tr>& walk) {
-  constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kBK = Tr::kBK, kCluster = Tr::kCluster;
+  constexpr int kBM = Tr::kBM, kBoxN = Tr::kBoxN, kBK = Tr::kBK, kCluster = Tr::kCluster;
+  static_assert(!Tr::kGated || kCluster == 1, "the gated kernels have no cluster");
   const GemmParams& p = params.p;
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
+  // B's box in the slot: the whole tile, or (gated) its half for B, then its half for B2.
+  auto box = make_shape(Int<kBoxN>{}, Int<kBK>{}, Int<Tr::kStages>{});
+  auto sB_box = [&] {  // (BOX_N,BK,PIPE)
+    if constexpr (Tr::kGated) {
+      return local_tile(sB, box, make_coord(0, 0, 0));
+    } else {
+      return sB;
+    }
+  }();
   RingState<Tr::kStages> ring;
   Tracer trace(p.trace, 0, true);  // a CUTE_GEMM_TRACE build only
   trace(kTrStart);
   uint32_t loads = 0;
+  const int n_b = Tr::kGated ? p.n / 2 : p.n;
   Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
-  Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.batch));  // (N,K,L)
+  Tensor mB = params.tma_b.get_tma_tensor(make_shape(n_b, p.k, p.batch));  // (N,K,L)
   WorkCursor cursor = walk.start;
   Unit unit;
   while (cursor.next(unit)) {
@@ -122,11 +136,21 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
     // A broadcast operand (batch stride 0) is one matrix to TMA: its batch 0 (sm90/run.h).
     const int la = p.batch_a == 0 ? 0 : tile.l, lb = p.batch_b == 0 ? 0 : tile.l;
     Tensor gA = local_tile(mA(_, _, la), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));  // (BM,BK,k)
-    Tensor gB = local_tile(mB(_, _, lb), make_tile(Int<kBN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BN,BK,k)
+    Tensor gB = local_tile(mB(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));  // (BOX_N,BK,k)
     auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                       group_modes<0, 2>(gA));  // (TMA,k), (TMA,PIPE)
-    auto [tBgB, tBsB] = tma_partition(params.tma_b, walk.rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB),
+    auto [tBgB, tBsB] = tma_partition(params.tma_b, walk.rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sB_box),
                                       group_modes<0, 2>(gB));  // (TMA,k), (TMA,PIPE): this block's share
+    auto b2 = [&] {  // the gated kernel's B2 box: (TMA,k), (TMA,PIPE)
+      if constexpr (Tr::kGated) {
+        Tensor mB2 = params.tma_b2.get_tma_tensor(make_shape(n_b, p.k, p.batch));
+        Tensor gB2 = local_tile(mB2(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));
+        return tma_partition(params.tma_b2, Int<0>{}, Layout<_1>{},
+                             group_modes<0, 2>(local_tile(sB, box, make_coord(1, 0, 0))), group_modes<0, 2>(gB2));
+      } else {
+        return 0;
+      }
+    }();
     // Not unrolled: the producer runs in 40 registers (the consumers take the rest), and the
     // unrolled loop's extra addresses spilled one with a multicast MN-major B.
 #pragma unroll 1
@@ -134,7 +158,7 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
       // Wait until every consumer released this slot (a fresh barrier passes parity 1).
       trace(kTrEmptyWait, loads);
       EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
-      FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);
+      FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);  // every box
       copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
       if constexpr (kCluster > 1) {
         copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1)), tBgB(_, kt),
@@ -142,55 +166,14 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
       } else {
         copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
       }
+      if constexpr (Tr::kGated) {
+        copy(params.tma_b2.with(smem.full[ring.stage]), get<0>(b2)(_, kt), get<1>(b2)(_, ring.stage));
+      }
       trace(kTrIssued, loads++);
       ring.advance();
     }
   }
   trace(kTrEnd, loads);
-}
-
-// The gated kernel's TMA producer (Tr::kGated, no cluster): as produce_tma, with the B tile in two
-// boxes: its first kBN / 2 rows from B (the gate's weight), its last kBN / 2 from the same rows of
-// B2 (the up projection's), so that each consumer thread holds a gate value and its up value in
-// accumulators of the same row, kBN / 2 columns apart (epilogue_c.h, store_gated_tile).
-template <class Tr>
-CUTE_DEVICE void produce_tma_gated(KernelParams<Tr> const& params, typename Tr::SharedStorage& smem,
-                                   const TileWalk<Tr>& walk) {
-  constexpr int kBM = Tr::kBM, kBoxN = Tr::kBoxN, kBK = Tr::kBK, kStages = Tr::kStages;
-  static_assert(Tr::kGated && Tr::kCluster == 1, "the gated producer");
-  const GemmParams& p = params.p;
-  Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
-  Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
-  auto half = make_shape(Int<kBoxN>{}, Int<kBK>{}, Int<kStages>{});
-  Tensor sB_gate = local_tile(sB, half, make_coord(0, 0, 0));  // (BN/2,BK,PIPE)
-  Tensor sB_up = local_tile(sB, half, make_coord(1, 0, 0));
-  RingState<kStages> ring;
-  Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));        // (M,K,L)
-  Tensor mB = params.tma_b.get_tma_tensor(make_shape(p.n / 2, p.k, p.batch));    // (N/2,K,L)
-  Tensor mB2 = params.tma_b2.get_tma_tensor(make_shape(p.n / 2, p.k, p.batch));  // (N/2,K,L)
-  WorkCursor cursor = walk.start;
-  Unit unit;
-  while (cursor.next(unit)) {
-    const BatchTile tile = walk.tile_of(unit.tile);
-    const int la = p.batch_a == 0 ? 0 : tile.l, lb = p.batch_b == 0 ? 0 : tile.l;
-    Tensor gA = local_tile(mA(_, _, la), make_tile(Int<kBM>{}, Int<kBK>{}), make_coord(tile.m, _));     // (BM,BK,k)
-    Tensor gB = local_tile(mB(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));   // (BN/2,BK,k)
-    Tensor gB2 = local_tile(mB2(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));
-    auto [tAgA, tAsA] = tma_partition(params.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
-    auto [tBgB, tBsB] =
-        tma_partition(params.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_gate), group_modes<0, 2>(gB));
-    auto [tCgB2, tCsB2] =
-        tma_partition(params.tma_b2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_up), group_modes<0, 2>(gB2));
-#pragma unroll 1
-    for (int kt = unit.kb; kt < unit.ke; ++kt) {
-      EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
-      FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);  // all three boxes
-      copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
-      copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
-      copy(params.tma_b2.with(smem.full[ring.stage]), tCgB2(_, kt), tCsB2(_, ring.stage));
-      ring.advance();
-    }
-  }
 }
 
 // The narrow producer (Tr::kCpAsync: all 128 threads of warpgroup 0): every thread copies its
