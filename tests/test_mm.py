@@ -969,17 +969,17 @@ SWAP_ROWS = (6, 10, 11)  # sm90 rows 6 (128x16), 10 (64x16), 11 (64x32): CUTE_GE
 
 def sm90_kernels_run(fn):
     """(row, narrow) of the sm90 kernels fn launched, from their names in a profiler trace
-    (gemm_kernel<KernelTraits<dtype, a k-major, b k-major, row, narrow>, offload>)."""
+    (gemm_kernel<KernelTraits<dtype, a k-major, b k-major, row, narrow, gated>, ...>)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
     kernels = set()
     for e in prof.events():
-        # The sm90 traits end in a bool (the cp.async producer of the narrow kernels), the sm80 ones
-        # in the vector bytes (16 or 4).
+        # The sm90 traits end in two bools (the cp.async producer of the narrow kernels, the gated
+        # epilogue), the sm80 ones in the vector bytes (16 or 4).
         m = re.search(r"gemm_kernel<[\w:]*KernelTraits<([^<>]*)>", e.name)
         args = [x.strip() for x in m.group(1).split(",")] if m else []
-        if len(args) == 5 and args[4] in ("false", "true"):
+        if len(args) == 6 and args[4] in ("false", "true") and args[5] in ("false", "true"):
             kernels.add((int(re.sub(r"\D", "", args[3])), args[4] == "true"))
     return kernels
 
