@@ -270,10 +270,11 @@ namespace {
 // gated_mm (Problem::gated): the sm90 gated kernels (sm90/configs.h, kGatedConfigs) where they run the
 // call as it is: 16-bit operands that TMA reads in place, K-major, the two weights of one layout, C
 // rows that the TMA store writes, one problem (no batches). The row by sm90::choose_gated_config,
-// K slices by the row's own rule, no stream-K tail. Anything else is "torch's path" here: gemm.cpp
+// K slices by the row's own rule, no stream-K tail; CUTE_GEMM_SM90_CONFIG (a row with a gated
+// kernel) and CUTE_GEMM_SPLITS pin them. Anything else is "torch's path" here: gemm.cpp
 // (gated_unfused) makes the two products as calls of their own with float32 results, then the
-// product. The development knobs but CUTE_GEMM_FAMILY, CUTE_GEMM_PDL and CUTE_GEMM_FAST_HBM do not
-// apply.
+// product. Of the other development knobs only CUTE_GEMM_FAMILY, CUTE_GEMM_PDL and
+// CUTE_GEMM_FAST_HBM apply.
 Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   const int64_t M = p.a.size[1], K = p.a.size[2], N = p.b.size[2];
   auto torch_path = [&](const char* why) {
@@ -303,10 +304,14 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   plan.c_vector_ok = true;
   const int sms = p.device.num_sms;
   plan.hbm_fast = hbm_fast(p, o);
-  plan.cfg = sm90::choose_gated_config(int(M), int(N), sms);
-  plan.rule = plan.cfg == sm90::k128x256 ? "gated: 128x256 tiles (128 columns of C) fill the GPU"
-                                         : "gated: 128x128 tiles (64 columns of C)";
-  plan.splits = sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
+  const bool pinned = o.sm90_config >= 0 && sm90::has_gated(o.sm90_config);
+  plan.cfg = pinned ? o.sm90_config : sm90::choose_gated_config(int(M), int(N), sms);
+  plan.rule = pinned                         ? "gated: pinned (CUTE_GEMM_SM90_CONFIG)"
+              : plan.cfg == sm90::k64x128    ? "gated, M <= 64: 64x128 tiles (64 columns of C)"
+              : plan.cfg == sm90::k128x256   ? "gated: 128x256 tiles (128 columns of C) fill the GPU"
+                                             : "gated: 128x128 tiles (64 columns of C)";
+  plan.splits = o.splits > 0 ? int(std::min<int64_t>(o.splits, k_tiles(p, plan.cfg)))
+                             : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
   if (!runnable(plan, p, plan.cfg, plan.splits)) plan.splits = 1;
   return plan;
 }

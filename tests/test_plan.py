@@ -207,13 +207,18 @@ def test_epilogue_kernel(plan_of):
 @needs_cxx
 def test_gated_plan(plan_of):
     """gated_mm: the sm90 gated kernels on 128x256 tiles (128 columns of C each) where they fill the
-    GPU, else 128x128; torch's path wherever the fused kernel cannot read or write in place."""
+    GPU, else 128x128 (K slices by the row's rule); M <= 64 on 64x128 tiles, whole; torch's path
+    wherever the fused kernel cannot read or write in place."""
     # x (M, K) @ w.t(): B K-major (bn=0), as nn.GatedMLP's weights.
-    for m, n, k, row in [(4096, 14336, 4096, 0), (1, 14336, 4096, 0), (64, 1024, 4096, 1), (1, 8, 64, 1)]:
+    for m, n, k, row, splits in [(4096, 14336, 4096, 0, 1), (65, 14336, 4096, 0, 1), (256, 1024, 4096, 1, 4),
+                                 (1, 14336, 4096, 4, 1), (64, 14336, 4096, 4, 1), (1, 28672, 8192, 4, 1),
+                                 (16, 1024, 4096, 4, 1), (1, 8, 64, 4, 1)]:
         p = plan_of(m, n, k, bn=0, gated=1)
-        assert (p["route"], p["family"], p["row"], p["stream_k_tiles"], p["a"], p["b"]) == (
-            "kernel", "sm90", str(row), "0", "K-major, in place", "K-major, in place"), (m, n, k, p)
-        assert p["rule"].startswith("gated: ")
+        assert (p["route"], p["family"], p["row"], p["splits"], p["stream_k_tiles"], p["a"], p["b"]) == (
+            "kernel", "sm90", str(row), str(splits), "0", "K-major, in place", "K-major, in place"), (m, n, k, p)
+        assert p["rule"].startswith("gated")
+    pinned = plan_of(1, 14336, 4096, bn=0, gated=1, sm90_config=1, splits=2)
+    assert (pinned["row"], pinned["splits"], pinned["rule"]) == ("1", "2", "gated: pinned (CUTE_GEMM_SM90_CONFIG)")
     assert plan_of(4096, 14336, 4096, bn=0, gated=1, stream_k=1)["stream_k_tiles"] == "0"
     for fields, why in [(dict(bn=1), "operands"), (dict(a_mis=1), "operands"), (dict(gated=2), "operands"),
                         (dict(elem=4, allow_tf32=1), "float32"), (dict(major=8), "sm90 family")]:
