@@ -52,7 +52,7 @@ FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_SWAP_CONFIG",
          "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C", "CUTE_GEMM_LEAN_EPILOGUE", "CUTE_GEMM_SM90_NARROW",
-         "CUTE_GEMM_ROW_COPY", "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
+         "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -70,7 +70,6 @@ NAMED_VARIANTS = {
     "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
     "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
     "general": {"CUTE_GEMM_LEAN_EPILOGUE": "0"},  # the general sm90 kernel where the lean one would run (auto: the lean one)
-    "tcopy": {"CUTE_GEMM_ROW_COPY": "0"},  # unaligned operands and C copied by torch's copy_ (auto: the row copy kernel)
     "cscratch": {"CUTE_GEMM_C_STAGED": "0"},  # C rows TMA cannot store: a scratch C copied out (auto: the consumers write staged rows)
 }
 TORCH = "torch.mm"
@@ -154,7 +153,7 @@ def parse_variants(text: str) -> list[str]:
                     and (family not in FAMILIES or bad_row or bad_splits)):
                 raise argparse.ArgumentTypeError(
                     f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, noswap, swap128, swap64, swap32, "
-                    "fasthbm, slowhbm, nolate, tcopy, cscratch, "
+                    "fasthbm, slowhbm, nolate, cscratch, "
                     "narrow:N, splits:S, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
         envs = [variant_env(part) for part in parts]
@@ -223,7 +222,7 @@ def parse_args(argv=None):
                            "swap128 / swap64 / swap32 (the swapped decode "
                            "path on its 128x16, 64x16 or 64x32 row), splits:S (S K slices on the chooser's row), "
                            "fasthbm / slowhbm (the sm90 chooser's rules for the H200's HBM or the H100's), "
-                           "tcopy (torch's copies on the unaligned path), cscratch (C rows TMA cannot store: a scratch "
+                           "cscratch (C rows TMA cannot store: a scratch "
                            "C copied out), a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
                            "by + combine (sm80+nonarrow)")

@@ -147,18 +147,17 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   }
   TORCH_INTERNAL_ASSERT(a.size(0) == plan.batch && a.size(1) == plan.rows, "the plan's problem");
   // The padded copies (one launch for both) and a scratch C's copy-out through the row copy
-  // kernel (row_copy.h); CUTE_GEMM_ROW_COPY=0: torch's copy_ (benchmarks compare the two).
+  // kernel (row_copy.h; docs/tuning.md section 15 against torch's copy_).
   PendingCopies copies;
   const bool tma = plan.sm90 && !plan.sm90_narrow, narrow = plan.narrow || plan.sm90_narrow;
-  const Operand A = prepare_operand(a, tma, plan.tf32, narrow, plan.row_copy, &copies);
-  const Operand B = prepare_operand(b.transpose(1, 2), tma, plan.b_kmajor_only, narrow, plan.row_copy, &copies);
+  const Operand A = prepare_operand(a, tma, plan.tf32, narrow, &copies);
+  const Operand B = prepare_operand(b.transpose(1, 2), tma, plan.b_kmajor_only, narrow, &copies);
   TORCH_INTERNAL_ASSERT(A.copied == plan.copy_a && A.k_major == plan.a_kmajor && B.copied == plan.copy_b &&
                             B.k_major == plan.b_kmajor,
                         "the operands as the plan reads them");
   // gated_mm's up weight: read in place, as B (plan.cpp, gated_plan).
   const std::optional<Operand> B2 =
-      ep.b2.defined() ? std::optional<Operand>(prepare_operand(ep.b2.transpose(1, 2), tma, false, false,
-                                                               plan.row_copy, &copies))
+      ep.b2.defined() ? std::optional<Operand>(prepare_operand(ep.b2.transpose(1, 2), tma, false, false, &copies))
                       : std::nullopt;
   TORCH_INTERNAL_ASSERT(!B2 || (!B2->copied && B2->k_major && B2->ld == B.ld && B2->batch_stride == B.batch_stride),
                         "gated_mm's weights as the plan reads them");
@@ -177,7 +176,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
               err == cudaErrorNoKernelImageForDevice
                   ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
                   : "");
-  if (!target.is_same(c)) copy_rows(c, target, plan.row_copy && c_in_place(view_of(c)));
+  if (!target.is_same(c)) copy_rows(c, target, c_in_place(view_of(c)));
 }
 
 }  // namespace

@@ -122,7 +122,6 @@ Overrides read_overrides() {
                     " (the swapped decode rows of csrc/sm90/configs.h), got '", num(o.swap_config), "'");
   o.c_staged = env_int("CUTE_GEMM_C_STAGED", 0, 1);
   o.c_scratch = env_int("CUTE_GEMM_C_SCRATCH", 0, 1);
-  o.row_copy = env_int("CUTE_GEMM_ROW_COPY", 0, 1);
   o.fast_hbm = env_int("CUTE_GEMM_FAST_HBM", 0, 1);
   o.stream_k = env_int("CUTE_GEMM_STREAM_K", 0, 1);
   o.pdl = env_int("CUTE_GEMM_PDL", 0, 1);

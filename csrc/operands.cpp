@@ -56,13 +56,13 @@ void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast, PendingC
 }
 
 Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only, bool narrow,
-                        bool row_copy, PendingCopies* pending) {
+                        PendingCopies* pending) {
   // (The narrow kernels read the padded copies' 16-byte rows too: a pinned narrow-only SM80 row
   // runs on operands of any strides.)
   if (std::optional<Operand> op = operand_in_place(x, tma, k_major_only, narrow)) return *op;
   const int64_t batch = x.size(0), mn = x.size(1), k = x.size(2);
   if (batch > 1 && x.stride(0) == 0) {  // one matrix for every batch: copied once, still broadcast
-    Operand op = prepare_operand(x.narrow(0, 0, 1), tma, k_major_only, narrow, row_copy, pending);
+    Operand op = prepare_operand(x.narrow(0, 0, 1), tma, k_major_only, narrow, pending);
     op.batch_stride = 0;
     return op;
   }
@@ -77,12 +77,12 @@ Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only, bool n
     const int64_t ld = round_up(k, kVec);
     at::Tensor buf = at::empty({batch, mn, ld}, x.options());
     if (ld > k && !tma) buf.narrow(2, k, ld - k).zero_();
-    copy_rows(buf.narrow(2, 0, k), x, row_copy, pending);
+    copy_rows(buf.narrow(2, 0, k), x, true, pending);
     return {buf, buf.data_ptr(), ld, mn * ld, true, true};
   }
   const int64_t ld = round_up(mn, kVec);
   at::Tensor buf = at::empty({batch, k, ld}, x.options());  // rows past MN feed no stored output
-  copy_rows(buf.narrow(2, 0, mn), x.transpose(1, 2), row_copy, pending);
+  copy_rows(buf.narrow(2, 0, mn), x.transpose(1, 2), true, pending);
   return {buf, buf.data_ptr(), ld, k * ld, false, true};
 }
 

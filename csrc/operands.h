@@ -39,14 +39,14 @@ struct PendingCopies {
 };
 
 // dst = src, both (L, R, C) with C contiguous (or of extent 1): the row copy kernel for 16-bit
-// elements (row_copy.h) unless `fast` is off (CUTE_GEMM_ROW_COPY=0, benchmarks), torch's copy_
-// otherwise. With `pending`, a row-kernel copy is added to it rather than launched.
+// elements (row_copy.h) where `fast`, else (and for other element types or strided rows) torch's
+// copy_. With `pending`, a row-kernel copy is added to it rather than launched.
 void copy_rows(const at::Tensor& dst, const at::Tensor& src, bool fast, PendingCopies* pending = nullptr);
 
 // x (L, MN, K) as the kernels read it: in place (plan.h, in_place, with the same tma, k_major_only
 // and narrow), else a padded copy in the operand's own orientation (a plain strided pass), added
 // to `pending` where given.
 Operand prepare_operand(const at::Tensor& x, bool tma, bool k_major_only = false, bool narrow = false,
-                        bool row_copy = true, PendingCopies* pending = nullptr);
+                        PendingCopies* pending = nullptr);
 
 }  // namespace cute_gemm

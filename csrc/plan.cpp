@@ -381,7 +381,6 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.swap = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x && plan.a_kmajor &&
               o.decode_swap != 0 && pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, plan.a_kmajor);
   choose_target(plan, p, o, c);
-  plan.row_copy = o.row_copy != 0;
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
   // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (2026-11-25:

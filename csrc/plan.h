@@ -39,7 +39,7 @@ struct Overrides {
   int sm90_config = -1, sm80_config = -1, splits = -1;
   int narrow = -1, sm90_narrow = -1;
   int decode_swap = -1, swap_config = -1;
-  int c_staged = -1, c_scratch = -1, row_copy = -1;
+  int c_staged = -1, c_scratch = -1;
   int fast_hbm = -1, stream_k = -1, pdl = -1;
   int group_m = -1, act_offload = -1, late_c = -1, lean_epilogue = -1;
 };
@@ -93,7 +93,6 @@ struct Plan {
   // Where C is written: in place, staged rows (the consumers write them), a scratch buffer with
   // padded rows copied out after, or a temporary (C's rows are not contiguous) copied out after.
   enum class Target { kInPlace, kStaged, kScratch, kTemp } target = Target::kInPlace;
-  bool row_copy = true;  // copies through the row copy kernel (else torch's copy_)
   bool pdl = true;       // programmatic dependent launch
   bool hbm_fast = false;
   int stream_k_knob = -1;

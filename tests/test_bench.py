@@ -77,7 +77,7 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("cscratch") == {"CUTE_GEMM_C_STAGED": "0"}
     assert bench.variant_env("narrow90+sm90:1") == {"CUTE_GEMM_SM90_NARROW": "1", "CUTE_GEMM_FAMILY": "sm90",
                                                     "CUTE_GEMM_SM90_CONFIG": "1"}
-    assert bench.parse_variants("auto,cscratch,tcopy+cscratch") == ["auto", "cscratch", "tcopy+cscratch"]
+    assert bench.parse_variants("auto,cscratch,nolate+cscratch") == ["auto", "cscratch", "nolate+cscratch"]
     assert bench.variant_env("noswap") == {"CUTE_GEMM_DECODE_SWAP": "0"}
     assert bench.variant_env("swap64") == {"CUTE_GEMM_SWAP_CONFIG": "10"}
     assert bench.variant_env("swap32") == {"CUTE_GEMM_SWAP_CONFIG": "11"}
