@@ -27,7 +27,7 @@ except ImportError as e:  # pragma: no cover - depends on how the package was in
         "package: run from another directory (or use `pip install --no-build-isolation -e .`)."
     ) from e
 
-from . import nn
+from . import _sharding, nn  # noqa: F401  (_sharding: DTensor rules, see there)
 from .nn import optimize
 from .ops import addmm, bmm, explain, matmul, mm
 

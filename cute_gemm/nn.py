@@ -145,10 +145,13 @@ class GatedMLP(torch.nn.Module):
         # Without biases and where no gradient is needed, gate and up are one kernel
         # (torch.ops.cute_gemm.gated_mm: act(gate) * up in its epilogue, on the sm90 family; two
         # GEMMs with float32 results and the product elsewhere). Training runs them as two GEMMs and
-        # torch's product, whose backward needs both projections.
+        # torch's product, whose backward needs both projections; so do projections with forward
+        # hooks (tensor parallelism's, which make x a DTensor, or a user's), which the one kernel
+        # would skip.
         weights = (self.gate_proj.weight, self.up_proj.weight)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in weights))
-        if self.gate_proj.bias is None and not needs_grad:
+        hooked = any(m._forward_hooks or m._forward_pre_hooks for m in (self.gate_proj, self.up_proj))
+        if self.gate_proj.bias is None and not needs_grad and not hooked:
             rows = math.prod(x.shape[:-1])
             h = torch.ops.cute_gemm.gated_mm.default(x.reshape(rows, self.hidden_size), *weights,
                                                      activation=self.activation)
