@@ -169,9 +169,12 @@ def run_worker(mode, ranks):
 @pytest.mark.parametrize("mode", ["fsdp", "tp"])
 def test_training_on_one_rank(mode):
     """One rank on one GPU (NCCL): 20 steps with torch.nn.Linear and with cute_gemm.nn.Linear,
-    loss curves within 1 %, first-step gradients within 5 % (bf16), of the same run."""
+    loss curves within 1 %, first-step gradients within 5 % (bf16), of the same run; cute_gemm's
+    kernels ran in its model's step and not in torch's."""
     result = run_worker(mode, 1)
     assert result["loss_gap"] <= 0.01 and result["grad_gap"] <= 0.05, result
+    kernels = result["cute_gemm_kernels_first_step"]
+    assert kernels["cute_gemm"] > 0 and kernels["torch"] == 0, result
 
 
 @pytest.mark.gpu
@@ -181,3 +184,5 @@ def test_training_on_two_ranks(mode):
         pytest.skip(f"needs two GPUs, {torch.cuda.device_count()} visible")
     result = run_worker(mode, 2)
     assert result["loss_gap"] <= 0.01 and result["grad_gap"] <= 0.05, result
+    kernels = result["cute_gemm_kernels_first_step"]
+    assert kernels["cute_gemm"] > 0 and kernels["torch"] == 0, result
