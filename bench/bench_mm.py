@@ -1,6 +1,6 @@
 """cute_gemm.mm against torch.mm (cuBLAS) and a Triton matmul, same inputs, same run.
 
-    python bench/bench_mm.py                                  # every suite, fp16 and bf16
+    python bench/bench_mm.py                                  # every suite, fp16 and bf16, layouts nn, nt, tn
     python bench/bench_mm.py --suite llm,decode --dtype bf16 --family sm80
     python bench/bench_mm.py --shapes 4096x4096x4096,574x574x574 --variants auto,sm80,sm90:1
     python bench/bench_mm.py --suite decode --variants tuned        # also the autotune cache's picks
@@ -43,11 +43,22 @@ SUITES = {
     "few-tiles": [(128, 8192, 8192), (128, 4096, 14336), (512, 1024, 8192), (256, 7168, 2048)],
     "unaligned": [(574, 574, 574), (2050, 2050, 2050), (4097, 4095, 4103), (8192, 8192, 8191)],
     "small": [(256, 256, 256), (1024, 1024, 1024), (81920, 256, 256)],
+    # The GEMMs of bench/bench_models.py's layers as their forward runs them (M tokens, N outputs,
+    # K inputs; the nt layout; nn and tn time the same sizes in the backward's layouts): a
+    # GPT-2-medium width training step (8 x 1024 tokens: QKV, attention out, MLP in, MLP out, the
+    # vocabulary head), a Llama-3-8B layer over 2048 tokens of prefill (QKV with 8 KV heads, O,
+    # gate or up, down) and at 16 tokens of decode.
+    "models": [(8192, 3072, 1024), (8192, 1024, 1024), (8192, 4096, 1024), (8192, 1024, 4096), (8192, 50304, 1024),
+               (2048, 6144, 4096), (2048, 4096, 4096), (2048, 14336, 4096), (2048, 4096, 14336),
+               (16, 6144, 4096), (16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336)],
 }
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 ELEMENT_BYTES = {"f16": 2, "bf16": 2}
 REL_BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LAYOUTS = ("nn", "nt", "tn", "tt")
+# A model's GEMMs: x @ w.t() forward ("nt"), dy @ w for the input's gradient ("nn"), dy.t() @ x for
+# the weight's ("tn").
+DEFAULT_LAYOUTS = ["nn", "nt", "tn"]
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_SWAP_CONFIG",
@@ -113,6 +124,16 @@ def parse_choices(text: str, choices: tuple[str, ...], what: str) -> list[str]:
         if s != "all" and s not in choices:
             raise argparse.ArgumentTypeError(f"{what} '{s}' is not one of {', '.join(choices)}, all")
     return list(choices) if "all" in names else list(dict.fromkeys(names))
+
+
+def parse_layouts(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for name in names:
+        if name not in LAYOUTS:
+            raise argparse.ArgumentTypeError(f"layout '{name}' is not one of {', '.join(LAYOUTS)}")
+    if not names:
+        raise argparse.ArgumentTypeError("no layout given")
+    return list(dict.fromkeys(names))
 
 
 def parse_suites(text: str) -> list[str]:
@@ -209,8 +230,9 @@ def parse_args(argv=None):
                     help=f"comma list of {', '.join(SUITES)}, all (default: all, unless --shapes is given)")
     ap.add_argument("--shapes", type=parse_shapes, help="MxNxK,MxNxK,... (timed as the suite 'custom')")
     ap.add_argument("--dtype", choices=["f16", "bf16", "both"], default="both")
-    ap.add_argument("--layout", choices=LAYOUTS, default="nn",
-                    help="a then b: n = row-major, t = transposed view of a row-major tensor")
+    ap.add_argument("--layout", type=parse_layouts, default=DEFAULT_LAYOUTS,
+                    help="comma list of nn, nt, tn, tt (default: nn,nt,tn, a model's three): a then b, n = "
+                         "row-major, t = the transposed view of a row-major tensor (nt: x @ w.t())")
     pick = ap.add_mutually_exclusive_group()
     pick.add_argument("--family", type=parse_families,
                       help="also time cute_gemm forced to these kernel families (comma list of auto, sm80, sm90)")
@@ -520,7 +542,7 @@ def environment(torch, cute_gemm, triton_mm, args, argv) -> dict:
         "command": shlex.join(["python", sys.argv[0]] + list(argv)),
         "suites": (args.suite or []) + (["custom"] if args.shapes else []),
         "dtypes": ["f16", "bf16"] if args.dtype == "both" else [args.dtype],
-        "layout": args.layout,
+        "layouts": args.layout,
         "seconds": args.seconds,
         "after_op": args.after_op,
         "warm": args.warm,
@@ -542,18 +564,21 @@ def n_shapes(count: int) -> str:
 
 
 def panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
-    """(suite, dtype, its rows) in the order of SUITES and of each suite's shapes: the tables and
-    the plot's panels."""
+    """(title, dtype, its rows) per suite, dtype and layout, in the order of SUITES and of each
+    suite's shapes: the tables and the plot's panels. The title: the suite, and the layout where
+    the rows have more than one."""
     order = [*SUITES, "custom"]
     suites = sorted({s for r in rows for s in r["suites"]}, key=lambda s: order.index(s) if s in order else len(order))
+    layouts = list(dict.fromkeys(r.get("layout", "nn") for r in rows))
     out = []
     for suite in suites:
         listed = SUITES.get(suite, [])
-        for dtype in dict.fromkeys(r["dtype"] for r in rows):
-            sel = [r for r in rows if suite in r["suites"] and r["dtype"] == dtype]
-            sel.sort(key=lambda r: listed.index((r["m"], r["n"], r["k"])) if (r["m"], r["n"], r["k"]) in listed else 0)
-            if sel:
-                out.append((suite, dtype, sel))
+        for layout in layouts:
+            for dtype in dict.fromkeys(r["dtype"] for r in rows):
+                sel = [r for r in rows if suite in r["suites"] and r["dtype"] == dtype and r.get("layout", "nn") == layout]
+                sel.sort(key=lambda r: listed.index((r["m"], r["n"], r["k"])) if (r["m"], r["n"], r["k"]) in listed else 0)
+                if sel:
+                    out.append((f"{suite} {layout}" if len(layouts) > 1 else suite, dtype, sel))
     return out
 
 
@@ -598,18 +623,22 @@ def format_tables(rows: list[dict]) -> str:
     out = []
     # Timed after another kernel too (--after-op): two more columns.
     after = any("after_op_us" in res for r in rows for res in r["impls"].values())
-    for suite, dtype, sel in panels(rows):
-        layouts = ",".join(dict.fromkeys(r["layout"] for r in sel))
-        out += [f"## {suite}, {dtype}, layout {layouts}", "",
+    for title, dtype, sel in panels(rows):
+        suite, layout = title.split(" ")[0], sel[0].get("layout", "nn")
+        out += [f"## {suite}, {dtype}, layout {layout}", "",
                 "| M x N x K | impl | us/call | eager us | TFLOP/s | % peak | GB/s | x torch.mm |"
                 + (" after an op us | x torch.mm after an op |" if after else ""),
                 "|---|---|---|---|---|---|---|---|" + ("---|---|" if after else "")]
         for r in sel:
             for name, res in r["impls"].items():
                 out.append(f"| {r['m']}x{r['n']}x{r['k']} | {name} | {result_cells(r, res, after)} |")
-        out += ["", geomean_line(sel, f"{suite}, {dtype}"), ""]
+        out += ["", geomean_line(sel, f"{suite}, {dtype}, {layout}"), ""]
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    layouts = list(dict.fromkeys(r.get("layout", "nn") for r in rows))
     for dtype in dtypes:
+        for layout in layouts if len(layouts) > 1 else []:
+            out.append(geomean_line([r for r in rows if r["dtype"] == dtype and r.get("layout", "nn") == layout],
+                                    f"every shape, {dtype}, {layout}"))
         out.append(geomean_line([r for r in rows if r["dtype"] == dtype], f"every shape, {dtype}"))
     if len(dtypes) > 1:
         out.append(geomean_line(rows, "every shape, every dtype"))
@@ -647,7 +676,7 @@ def progress_line(row: dict) -> str:
             ratio = "" if name == TORCH else f" {res['x_torch']:.2f}x"
             plan = f" ({res['plan']})" if "plan" in res else ""
             cells.append(f"{name} {res['us']:.1f} us {res['tflops']:.1f} TFLOP/s{ratio}{plan}")
-    return f"{row['dtype']:4} {row['m']:>6}x{row['n']:>6}x{row['k']:>6}  " + " | ".join(cells)
+    return f"{row['dtype']:4} {row.get('layout', 'nn')} {row['m']:>6}x{row['n']:>6}x{row['k']:>6}  " + " | ".join(cells)
 
 
 def results_doc(env: dict, rows: list[dict]) -> dict:
@@ -784,7 +813,7 @@ def main(argv=None) -> int:
     print(f"# {env['gpu']} ({env['sms']} SMs, dense peak {fmt(env['peak_tflops'], '.1f')} TFLOP/s), "
           f"driver {env['driver'] or '?'}, torch {env['torch']}, CUDA {env['cuda']}, triton {env['triton'] or '-'}, "
           f"cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}")
-    print(f"# {len(plan)} shapes, dtypes {','.join(env['dtypes'])}, layout {args.layout}, "
+    print(f"# {len(plan)} shapes, dtypes {','.join(env['dtypes'])}, layouts {','.join(args.layout)}, "
           f"operands {'warm (one set, in L2 where it fits)' if args.warm else 'rotated (from HBM)'}, suites "
           f"{','.join(env['suites'])}; {', '.join(name for name, _, _ in impls)}", flush=True)
 
@@ -795,19 +824,19 @@ def main(argv=None) -> int:
     started = time.monotonic()
     triton_worked = False
     rows = []
-    total = len(plan) * len(env["dtypes"])
-    for dname in env["dtypes"]:
+    total = len(plan) * len(env["dtypes"]) * len(args.layout)
+    for dname, layout in ((d, lay) for d in env["dtypes"] for lay in args.layout):
         dtype = getattr(torch, DTYPES[dname])
         for (m, n, k), suites in plan.items():
             per_set = (m * k + k * n + m * n) * ELEMENT_BYTES[dname]
             reps = max(2, min(64, math.ceil(4 * l2 / per_set)))
             torch.manual_seed(0)
-            sets = [(make_operand(torch, m, k, args.layout[0], dtype), make_operand(torch, k, n, args.layout[1], dtype))
+            sets = [(make_operand(torch, m, k, layout[0], dtype), make_operand(torch, k, n, layout[1], dtype))
                     for _ in range(1 if args.warm else reps)]
             if args.warm:
                 sets *= reps
             ref = torch.mm(*sets[0]).float()
-            row = {"suites": suites, "m": m, "n": n, "k": k, "dtype": dname, "layout": args.layout, "reps": reps,
+            row = {"suites": suites, "m": m, "n": n, "k": k, "dtype": dname, "layout": layout, "reps": reps,
                    "warm": args.warm,
                    "impls": {}}
             for name, res in measure_row(torch, impls, sets, ref, REL_BOUND[dname], args.seconds,

@@ -34,7 +34,7 @@ def test_shapes_parse():
 def test_suites_parse(capsys):
     assert bench.parse_suites("llm, decode,llm") == ["llm", "decode"]
     assert bench.parse_suites("few-tiles,all") == list(bench.SUITES)
-    assert list(bench.SUITES) == ["square", "llm", "decode", "few-tiles", "unaligned", "small"]
+    assert list(bench.SUITES) == ["square", "llm", "decode", "few-tiles", "unaligned", "small", "models"]
     assert "suite 'tiny' is not one of square, llm" in usage_error(capsys, ["--suite", "square,tiny"])
 
 
@@ -42,9 +42,10 @@ def test_default_is_every_suite_with_each_shape_timed_once():
     args = bench.parse_args([])
     assert args.suite == list(bench.SUITES)
     plan = bench.plan_shapes(args.suite, args.shapes)
-    assert [len(bench.SUITES[s]) for s in bench.SUITES] == [4, 5, 4, 4, 4, 3]
-    assert len(plan) == 23  # 1024^3 is in square and small
+    assert [len(bench.SUITES[s]) for s in bench.SUITES] == [4, 5, 4, 4, 4, 3, 13]
+    assert len(plan) == 34  # 1024^3 is in square and small, 16x4096x4096 and 16x14336x4096 in decode and models
     assert plan[(1024, 1024, 1024)] == ["square", "small"]
+    assert plan[(16, 14336, 4096)] == ["decode", "models"]
     assert plan[(1, 28672, 8192)] == ["decode"]
 
 
@@ -134,9 +135,25 @@ def test_family_is_a_shorthand_and_auto_is_always_timed(capsys):
 
 
 def test_layouts(capsys):
+    assert bench.parse_args([]).layout == ["nn", "nt", "tn"]  # a model's three
     for layout in ("nn", "nt", "tn", "tt"):
-        assert bench.parse_args(["--layout", layout]).layout == layout
-    assert "invalid choice: 'xy'" in usage_error(capsys, ["--layout", "xy"])
+        assert bench.parse_args(["--layout", layout]).layout == [layout]
+    assert bench.parse_args(["--layout", "tn,nt,tn"]).layout == ["tn", "nt"]
+    assert "layout 'xy' is not one of nn, nt, tn, tt" in usage_error(capsys, ["--layout", "nt,xy"])
+    assert "no layout given" in usage_error(capsys, ["--layout", ","])
+
+
+def test_tables_per_layout():
+    """Rows of two layouts: a table per suite, dtype and layout (the heading names it), a geometric
+    mean per layout, the plot's panels titled with the layout."""
+    rows = [row(4096, 4096, 4096, {"torch.mm": 10.0, "cute[auto]": us}, layout=layout)
+            for layout, us in (("nn", 10.0), ("nt", 20.0))]
+    text = bench.format_tables(rows)
+    assert "## square, bf16, layout nn" in text and "## square, bf16, layout nt" in text
+    assert "geomean x torch.mm (every shape, bf16, nn): cute[auto] 1.000" in text
+    assert "geomean x torch.mm (every shape, bf16, nt): cute[auto] 0.500" in text
+    assert [title for title, _, _ in bench.panels(rows)] == ["square nn", "square nt"]
+    assert [title for title, _, _ in bench.panels(rows[:1])] == ["square"]
 
 
 def test_bad_numbers_and_file_options_are_usage_errors(capsys):
@@ -165,14 +182,14 @@ def test_peak_by_gpu_name():
 
 # ------------------------------------------------------------------------------ tables, JSON
 
-def row(m, n, k, times, dtype="bf16", suites=("square",), peak=1000.0):
+def row(m, n, k, times, dtype="bf16", suites=("square",), peak=1000.0, layout="nn"):
     """A finished row; times maps an implementation to its µs, "WRONG", "NaN" (wrong, not finite) or "failed"."""
     impls = {}
     for name, t in times.items():
         impls[name] = ({"wrong": True, "rel_err": 0.3} if t == "WRONG" else {"wrong": True, "rel_err": None}
                        if t == "NaN" else {"error": "RuntimeError: boom"} if t == "failed"
                        else {"us": t, "eager_us": t + 5, "rel_err": 1e-3})
-    return bench.finish_row({"suites": list(suites), "m": m, "n": n, "k": k, "dtype": dtype, "layout": "nn",
+    return bench.finish_row({"suites": list(suites), "m": m, "n": n, "k": k, "dtype": dtype, "layout": layout,
                              "reps": 2, "impls": impls}, peak)
 
 
@@ -211,7 +228,7 @@ def test_tables_geomean_wrong_and_memory_bound():
     text = bench.format_tables(rows)
     assert "## square, bf16, layout nn" in text and "## decode, bf16, layout nn" in text
     # 0.5x and 2x: geomean 1; the WRONG shape and the failed one are left out and counted
-    assert ("geomean x torch.mm (square, bf16): cute[auto] 1.000 over 2 shapes (1 WRONG); "
+    assert ("geomean x torch.mm (square, bf16, nn): cute[auto] 1.000 over 2 shapes (1 WRONG); "
             "triton 1.000 over 2 shapes (1 failed)") in text
     assert "| 4096x4096x4096 | cute[auto] | WRONG (rel err 3.0e-01) | - | - | - | - | - |" in text
     assert "| 2048x2048x2048 | triton | failed | - | - | - | - | - |" in text
@@ -329,13 +346,13 @@ def test_a_run_with_made_up_timings(tmp_path, monkeypatch, capsys, triton_fails_
     monkeypatch.setattr(bench, "measure_row", fake_row)
     old = write_doc(tmp_path / "old.json", [row(64, 64, 64, {"torch.mm": 10.0, "cute[auto]": 40.0}, suites=("custom",))])
     results = tmp_path / "out" / "r.json"
-    rc = bench.main(["--shapes", "64x64x64,16x4096x64", "--dtype", "bf16", "--family", "sm80",
+    rc = bench.main(["--shapes", "64x64x64,16x4096x64", "--dtype", "bf16", "--layout", "nn", "--family", "sm80",
                      "--json", str(results), "--compare", str(old)])
     out = capsys.readouterr().out
     assert rc == 1  # a WRONG result fails the run
     assert "# NVIDIA H100 80GB HBM3 (132 SMs, dense peak 989.4 TFLOP/s)" in out
     # the seconds column is wall time (importing Triton on a slow CI machine takes more than one)
-    assert re.search(r"^\[  1/2 +\d+ s\] bf16     64x    64x    64  torch\.mm 10\.0 us 0\.1 TFLOP/s \| "
+    assert re.search(r"^\[  1/2 +\d+ s\] bf16 nn     64x    64x    64  torch\.mm 10\.0 us 0\.1 TFLOP/s \| "
                      r"cute\[auto\] 20\.0 us 0\.0 TFLOP/s 0\.50x \| ", out, re.M), out
     doc = json.loads(results.read_text())
     assert doc["environment"]["cute_gemm"] == "9.9" and doc["environment"]["suites"] == ["custom"]
