@@ -44,11 +44,13 @@ if [ "${SOAK:-0}" = 1 ]; then
     --json "$OUT/soak_threads.json" 2>&1 | grep -v "^  "
 fi
 if [ "${NO_BENCH:-0}" != 1 ]; then
-  timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
+  # (Its default run, three layouts of every suite, takes about 7 minutes: pass bench args, e.g.
+  # `-- --layout nt --dtype bf16`, to fit a call's other work.)
+  timeout "${BENCH_TIMEOUT:-600}" python3 -P bench/bench_mm.py --json "$OUT/results.json" "${bench_args[@]}" 2>&1 \
     | tee "$OUT/bench.log"
 fi
 if [ -n "${OPS_BENCH:-}" ]; then
   [ "$OPS_BENCH" = all ] && OPS_BENCH=""
   # shellcheck disable=SC2086
-  timeout "${BENCH_TIMEOUT:-420}" python3 -P bench/bench_ops.py --json "$OUT/ops.json" $OPS_BENCH 2>&1 | tee "$OUT/bench_ops.log"
+  timeout "${BENCH_TIMEOUT:-600}" python3 -P bench/bench_ops.py --json "$OUT/ops.json" $OPS_BENCH 2>&1 | tee "$OUT/bench_ops.log"
 fi
