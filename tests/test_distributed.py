@@ -116,6 +116,16 @@ def test_gated_mm_places_as_its_torch_form(mesh, px, pw):
     same_layout(ops.gated_mm(x, wg, wu), F.silu(x @ wg.t()) * (x @ wu.t()))
 
 
+def test_errors_name_the_op(mesh):
+    """Where DTensor cannot run a call it says which op: an out= form (no rules), a plain tensor
+    beside a DTensor."""
+    a, b = meta(mesh, (8, 16), Shard(0)), meta(mesh, (16, 4), R)
+    with pytest.raises(NotImplementedError, match=r"cute_gemm\.mm\.out"):
+        cute_gemm.mm(a, b, out=meta(mesh, (8, 4), Shard(0)))
+    with pytest.raises(RuntimeError, match=r"cute_gemm\.mm\.default got mixed torch\.Tensor and DTensor"):
+        ops.mm(torch.empty(8, 16, device="meta"), b)
+
+
 def two_linears(linear_cls):
     torch.manual_seed(0)
     return torch.nn.Sequential(linear_cls(16, 32, device="meta"), torch.nn.GELU(), linear_cls(32, 16, device="meta"))
