@@ -704,6 +704,11 @@ def load_results(path: Path) -> dict:
     return results_doc(doc.get("environment", {}), rows)
 
 
+def write_json(path: Path, env: dict, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results_doc(env, rows), indent=1))
+
+
 def compare_text(old: dict, new: dict) -> str:
     """Per shape and implementation present in both: the time ratio new/old and TFLOP/s old -> new."""
     def key(r):
@@ -715,9 +720,10 @@ def compare_text(old: dict, new: dict) -> str:
 
     old_rows = {key(r): r for r in old["results"]}
     out = [f"## change: old = {label(old)}; new = {label(new)}", "",
-           "| M x N x K | dtype | impl | old us | new us | new/old time | TFLOP/s old -> new |",
-           "|---|---|---|---|---|---|---|"]
-    ratios: dict[str, list[float]] = {}
+           "| M x N x K | dtype | layout | impl | old us | new us | new/old time | TFLOP/s old -> new |",
+           "|---|---|---|---|---|---|---|---|"]
+    ratios: dict[str, list[float]] = {}  # per implementation
+    per_layout: dict[tuple[str, str], list[float]] = {}
     for r in new["results"]:
         o = old_rows.get(key(r))
         if o is None:
@@ -726,9 +732,10 @@ def compare_text(old: dict, new: dict) -> str:
             if name not in o["impls"]:
                 continue
             was = o["impls"][name]
-            head = f"| {r['m']}x{r['n']}x{r['k']} | {r['dtype']} | {name} |"
+            head = f"| {r['m']}x{r['n']}x{r['k']} | {r['dtype']} | {r['layout']} | {name} |"
             if "us" in res and "us" in was:
                 ratios.setdefault(name, []).append(res["us"] / was["us"])
+                per_layout.setdefault((name, r["layout"]), []).append(res["us"] / was["us"])
                 out.append(f"{head} {was['us']:.1f} | {res['us']:.1f} | {res['us'] / was['us']:.3f} | "
                            f"{was['tflops']:.1f} -> {res['tflops']:.1f} |")
             else:
@@ -739,6 +746,9 @@ def compare_text(old: dict, new: dict) -> str:
         out.append("(no shape and implementation was timed in both)")
     out.append("")
     out += [f"geomean new/old time, {name}: {geomean(v):.3f} over {n_shapes(len(v))}" for name, v in ratios.items()]
+    if len({layout for _, layout in per_layout}) > 1:
+        out += [f"geomean new/old time, {name}, {layout}: {geomean(v):.3f} over {n_shapes(len(v))}"
+                for (name, layout), v in per_layout.items()]
     return "\n".join(out)
 
 
@@ -855,14 +865,14 @@ def main(argv=None) -> int:
             record_plans(cute_gemm, impls, row, sets[0])
             rows.append(finish_row(row, env["peak_tflops"]))
             print(f"[{len(rows):>3}/{total} {time.monotonic() - started:5.0f} s] {progress_line(row)}", flush=True)
+            write_json(args.json, env, rows)  # so far: a run cut short keeps what it measured
             del sets, ref
             torch.cuda.empty_cache()
 
     print()
     print(format_tables(rows))
     env["elapsed_s"] = round(time.monotonic() - started, 1)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results_doc(env, rows), indent=1))
+    write_json(args.json, env, rows)
     print(f"# {total} measurements in {env['elapsed_s']:.0f} s; wrote {args.json}")
     if old:
         print()

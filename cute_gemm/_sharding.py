@@ -9,7 +9,6 @@ that lets it load as usual, then registers). The out= overloads have no rules (D
 for custom ops leaves them out); nn.Linear does not use them.
 """
 
-import importlib.machinery
 import sys
 import warnings
 
@@ -74,8 +73,15 @@ def _register() -> None:
 
 
 
+_registered = False
+
+
 def _register_quietly() -> None:
-    # A failure here must not fail the import of torch.distributed.tensor itself.
+    # Once; a failure here must not fail the import of torch.distributed.tensor itself.
+    global _registered
+    if _registered:
+        return
+    _registered = True
     try:
         _register()
     except Exception as e:  # noqa: BLE001
@@ -83,16 +89,22 @@ def _register_quietly() -> None:
 
 
 class _RegisterOnImport:
-    """Finds torch.distributed.tensor as Python would and registers the rules once it has run."""
+    """Finds torch.distributed.tensor with the other finders and has its loader register the rules
+    once the module has run. It stays on sys.meta_path (taking it off while another thread walks the
+    list could make that thread skip a finder); after the registration it finds nothing."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name != _DTENSOR:
+        if name != _DTENSOR or _registered:
             return None
-        if _RegisterOnImport in sys.meta_path:
-            sys.meta_path.remove(_RegisterOnImport)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if finder is not _RegisterOnImport and find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         run = spec.loader.exec_module
 

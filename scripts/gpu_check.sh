@@ -7,7 +7,8 @@
 # build a previous call left (a warm machine); SOAK=1 runs scripts/soak.py after the tests (10,000
 # calls on one thread, then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.
 # CUTE_GEMM_LAYOUTS=kn (setup.py) builds the row-major a @ b kernels only, in about a third of the
-# time, for a short GPU check (tests and benchmarks then in the "nn" layout only).
+# time, for a short GPU check (tests then run the "nn" layout only; pass `-- --layout nn` to the
+# benchmark, whose default also times nt and tn).
 # That machine has torch, ninja and pytest but no network: the nvidia-cutlass wheel travels in
 # .whl/ (python3 -m pip download --no-deps nvidia-cutlass==4.2.0.0 -d .whl).
 set -uo pipefail

@@ -264,11 +264,27 @@ def test_compare_two_results_files(tmp_path, capsys):
     assert bench.main(["--compare", str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert "## change: old = 2026-01-01, H100, commit aaaa; new = 2026-01-01, H100, commit bbbb" in out
-    assert "| 1024x1024x1024 | bf16 | cute[auto] | 20.0 | 16.0 | 0.800 | 107.4 -> 134.2 |" in out
-    assert "| 2048x2048x2048 | bf16 | cute[auto] | 50.0 | WRONG | - | - |" in out
+    assert "| 1024x1024x1024 | bf16 | nn | cute[auto] | 20.0 | 16.0 | 0.800 | 107.4 -> 134.2 |" in out
+    assert "| 2048x2048x2048 | bf16 | nn | cute[auto] | 50.0 | WRONG | - | - |" in out
     assert "geomean new/old time, cute[auto]: 0.800 over 1 shape" in out
     assert "geomean new/old time, torch.mm: 1.000 over 2 shapes" in out
     assert "triton" not in out and "574x574x574" not in out  # only what both runs timed
+    assert "cute[auto], nn" not in out  # one layout: no geomean per layout
+
+
+def test_compare_per_layout(tmp_path, capsys):
+    """Two layouts of one shape: a row each, told apart by the layout column, a geomean per layout."""
+    old = write_doc(tmp_path / "old.json", [row(1024, 1024, 1024, {"torch.mm": 10.0, "cute[auto]": 20.0}, layout=x)
+                                            for x in ("nn", "nt")])
+    new = write_doc(tmp_path / "new.json", [row(1024, 1024, 1024, {"torch.mm": 10.0, "cute[auto]": us}, layout=x)
+                                            for x, us in (("nn", 10.0), ("nt", 40.0))])
+    assert bench.main(["--compare", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "| 1024x1024x1024 | bf16 | nn | cute[auto] | 20.0 | 10.0 | 0.500 |" in out
+    assert "| 1024x1024x1024 | bf16 | nt | cute[auto] | 20.0 | 40.0 | 2.000 |" in out
+    assert "geomean new/old time, cute[auto]: 1.000 over 2 shapes" in out
+    assert "geomean new/old time, cute[auto], nn: 0.500 over 1 shape" in out
+    assert "geomean new/old time, cute[auto], nt: 2.000 over 1 shape" in out
 
 
 def test_compare_reads_a_first_version_file(tmp_path, capsys):
@@ -281,8 +297,8 @@ def test_compare_reads_a_first_version_file(tmp_path, capsys):
                                                                   "cute[sm80]": 30.0})])
     assert bench.main(["--compare", str(old), str(new)]) == 0
     out = capsys.readouterr().out
-    assert "| 1024x1024x1024 | bf16 | cute[auto] | 20.0 | 10.0 | 0.500 | 107.4 -> 214.7 |" in out
-    assert "| 1024x1024x1024 | bf16 | cute[sm80] | WRONG | 30.0 | - | - |" in out
+    assert "| 1024x1024x1024 | bf16 | nn | cute[auto] | 20.0 | 10.0 | 0.500 | 107.4 -> 214.7 |" in out
+    assert "| 1024x1024x1024 | bf16 | nn | cute[sm80] | WRONG | 30.0 | - | - |" in out
 
 
 def test_an_unreadable_results_file_is_one_clear_error(tmp_path, capsys):
@@ -364,7 +380,7 @@ def test_a_run_with_made_up_timings(tmp_path, monkeypatch, capsys, triton_fails_
         assert "# note: triton failed on bf16 16x4096x64: RuntimeError: PassManager::run failed" in out
         assert [r["impls"]["triton"].get("x_torch") for r in doc["results"]] == [0.8, None]
     assert "| 64x64x64 | cute[sm80] | WRONG (rel err 2.5e-01) |" in out
-    assert "| 64x64x64 | bf16 | cute[auto] | 40.0 | 20.0 | 0.500 |" in out
+    assert "| 64x64x64 | bf16 | nn | cute[auto] | 40.0 | 20.0 | 0.500 |" in out
     if importlib.util.find_spec("matplotlib"):
         assert results.with_suffix(".png").is_file()
     else:
