@@ -569,13 +569,13 @@ def panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
     the rows have more than one."""
     order = [*SUITES, "custom"]
     suites = sorted({s for r in rows for s in r["suites"]}, key=lambda s: order.index(s) if s in order else len(order))
-    layouts = list(dict.fromkeys(r.get("layout", "nn") for r in rows))
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
     out = []
     for suite in suites:
         listed = SUITES.get(suite, [])
         for layout in layouts:
             for dtype in dict.fromkeys(r["dtype"] for r in rows):
-                sel = [r for r in rows if suite in r["suites"] and r["dtype"] == dtype and r.get("layout", "nn") == layout]
+                sel = [r for r in rows if suite in r["suites"] and r["dtype"] == dtype and r["layout"] == layout]
                 sel.sort(key=lambda r: listed.index((r["m"], r["n"], r["k"])) if (r["m"], r["n"], r["k"]) in listed else 0)
                 if sel:
                     out.append((f"{suite} {layout}" if len(layouts) > 1 else suite, dtype, sel))
@@ -624,7 +624,7 @@ def format_tables(rows: list[dict]) -> str:
     # Timed after another kernel too (--after-op): two more columns.
     after = any("after_op_us" in res for r in rows for res in r["impls"].values())
     for title, dtype, sel in panels(rows):
-        suite, layout = title.split(" ")[0], sel[0].get("layout", "nn")
+        suite, layout = title.split(" ")[0], sel[0]["layout"]
         out += [f"## {suite}, {dtype}, layout {layout}", "",
                 "| M x N x K | impl | us/call | eager us | TFLOP/s | % peak | GB/s | x torch.mm |"
                 + (" after an op us | x torch.mm after an op |" if after else ""),
@@ -634,10 +634,10 @@ def format_tables(rows: list[dict]) -> str:
                 out.append(f"| {r['m']}x{r['n']}x{r['k']} | {name} | {result_cells(r, res, after)} |")
         out += ["", geomean_line(sel, f"{suite}, {dtype}, {layout}"), ""]
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
-    layouts = list(dict.fromkeys(r.get("layout", "nn") for r in rows))
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
     for dtype in dtypes:
         for layout in layouts if len(layouts) > 1 else []:
-            out.append(geomean_line([r for r in rows if r["dtype"] == dtype and r.get("layout", "nn") == layout],
+            out.append(geomean_line([r for r in rows if r["dtype"] == dtype and r["layout"] == layout],
                                     f"every shape, {dtype}, {layout}"))
         out.append(geomean_line([r for r in rows if r["dtype"] == dtype], f"every shape, {dtype}"))
     if len(dtypes) > 1:
@@ -676,7 +676,7 @@ def progress_line(row: dict) -> str:
             ratio = "" if name == TORCH else f" {res['x_torch']:.2f}x"
             plan = f" ({res['plan']})" if "plan" in res else ""
             cells.append(f"{name} {res['us']:.1f} us {res['tflops']:.1f} TFLOP/s{ratio}{plan}")
-    return f"{row['dtype']:4} {row.get('layout', 'nn')} {row['m']:>6}x{row['n']:>6}x{row['k']:>6}  " + " | ".join(cells)
+    return f"{row['dtype']:4} {row['layout']} {row['m']:>6}x{row['n']:>6}x{row['k']:>6}  " + " | ".join(cells)
 
 
 def results_doc(env: dict, rows: list[dict]) -> dict:

@@ -23,7 +23,7 @@ def _register() -> None:
 
     ops = torch.ops.cute_gemm
     R = Replicate()
-    keyed = {}  # whether DTensor's cache of sharding decisions tells addmm's activations apart
+    activation_keyed = False  # whether DTensor's cache of decisions tells addmm's activations apart
 
     # Each rule: (output placement, [placement of each positional argument]) per mesh dimension,
     # DTensor then redistributes the arguments to the cheapest. Rows of a, columns of b, or K
@@ -49,7 +49,7 @@ def _register() -> None:
         rows = Shard(0) if len(shape) == 2 and shape[0] == m and m != 1 else R
         cols = (Shard(len(shape) - 1) if len(shape) >= 1 and shape[-1] == n and n != 1 else R)
         rules = [([R], [R, R, R]), ([Shard(0)], [rows, Shard(0), R]), ([Shard(1)], [cols, R, Shard(1)])]
-        if activation is None and keyed.get("addmm"):
+        if activation is None and activation_keyed:
             rules.append(([Partial()], [Partial(), Shard(1), Shard(0)]))
         return rules
 
@@ -61,7 +61,7 @@ def _register() -> None:
     try:
         info = DTensor._op_dispatcher.sharding_propagator.op_to_schema_info[ops.addmm.default]
         info.static_kwargkey = [*(info.static_kwargkey or ()), "activation"]
-        keyed["addmm"] = True
+        activation_keyed = True
     except (AttributeError, KeyError):
         pass
 
@@ -70,7 +70,6 @@ def _register() -> None:
     @register_sharding(ops.gated_mm.default)
     def gated_mm_rule(x, w_gate, w_up, **kwargs):
         return [([R], [R, R, R]), ([Shard(0)], [Shard(0), R, R]), ([Shard(1)], [R, Shard(0), Shard(0)])]
-
 
 
 _registered = False
