@@ -61,9 +61,8 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 DEFAULT_LAYOUTS = ["nn", "nt", "tn"]
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
-         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_DECODE_SWAP", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_LATE_C", "CUTE_GEMM_LEAN_EPILOGUE", "CUTE_GEMM_SM90_NARROW",
-         "CUTE_GEMM_C_STAGED", "CUTE_GEMM_C_SCRATCH")
+         "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_SWAP_CONFIG",
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -73,15 +72,11 @@ NAMED_VARIANTS = {
     "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
     "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
     "narrow90": {"CUTE_GEMM_SM90_NARROW": "1"},  # such operands read in place by the sm90 rows' cp.async-producer kernels (opt-in)
-    "noswap": {"CUTE_GEMM_DECODE_SWAP": "0"},  # M <= 32 on the unswapped sm90 rows (auto: C^T = B^T A^T, rows 6 / 10 / 11)
     "swap128": {"CUTE_GEMM_SWAP_CONFIG": "6"},  # the swapped path on row 6, 128x16 tiles (auto: its rule's row)
     "swap64": {"CUTE_GEMM_SWAP_CONFIG": "10"},  # ... on row 10, 64x16 tiles
     "swap32": {"CUTE_GEMM_SWAP_CONFIG": "11"},  # ... on row 11, 64x32 tiles (M <= 32)
     "fasthbm": {"CUTE_GEMM_FAST_HBM": "1"},  # the sm90 chooser's rules for fast HBM (the H200's; auto: by the GPU's bandwidth)
     "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
-    "nolate": {"CUTE_GEMM_LATE_C": "0"},  # a 128x256 tile's first two C chunks stored in its epilogue (auto: under the next main loop)
-    "general": {"CUTE_GEMM_LEAN_EPILOGUE": "0"},  # the general sm90 kernel where the lean one would run (auto: the lean one)
-    "cscratch": {"CUTE_GEMM_C_STAGED": "0"},  # C rows TMA cannot store: a scratch C copied out (auto: the consumers write staged rows)
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -173,8 +168,8 @@ def parse_variants(text: str) -> list[str]:
             if (part not in NAMED_VARIANTS and not narrow_row and not split_count
                     and (family not in FAMILIES or bad_row or bad_splits)):
                 raise argparse.ArgumentTypeError(
-                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, noswap, swap128, swap64, swap32, "
-                    "fasthbm, slowhbm, nolate, cscratch, "
+                    f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, swap128, swap64, swap32, "
+                    "fasthbm, slowhbm, "
                     "narrow:N, splits:S, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
         envs = [variant_env(part) for part in parts]
@@ -240,12 +235,11 @@ def parse_args(argv=None):
                       help="also time these cute_gemm variants: auto, tuned (the autotune cache), sk / nosk "
                            "(stream-K tail forced on / off), nopdl (no programmatic dependent launch), narrow / "
                            "narrow:row / nonarrow (unaligned operands read in place by the SM80 4-byte kernels "
-                           "wherever they can / never; auto: where the rule expects a gain), noswap (M <= 32 unswapped), "
+                           "wherever they can / never; auto: where the rule expects a gain), "
                            "swap128 / swap64 / swap32 (the swapped decode "
                            "path on its 128x16, 64x16 or 64x32 row), splits:S (S K slices on the chooser's row), "
                            "fasthbm / slowhbm (the sm90 chooser's rules for the H200's HBM or the H100's), "
-                           "cscratch (C rows TMA cannot store: a scratch "
-                           "C copied out), a family, "
+                           "a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
                            "by + combine (sm80+nonarrow)")
     ap.add_argument("--after-op", action="store_true",

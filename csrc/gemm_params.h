@@ -99,15 +99,6 @@ struct GemmParams {
   // kernel's launch and prologue with the previous kernel's tail (sm90/kernel.h waits before it
   // touches global memory). CUTE_GEMM_PDL=0 launches plainly (tests and benchmarks compare).
   bool pdl = true;
-  // SM90, 128x256 tiles: a tile's first two C chunks are only written to shared memory in its
-  // epilogue; the fence, the barrier and their TMA stores run under the next unit's main loop
-  // (sm90/epilogue_c.h). CUTE_GEMM_LATE_C=0 fences and stores them in the epilogue (tests and
-  // benchmarks compare the two).
-  bool late_c = true;
-  // SM90: the lean kernel (no general X, activation or staged rows in its code) where it serves the
-  // call (sm90/configs.h, choose_epilogue_kernel). CUTE_GEMM_LEAN_EPILOGUE=0 runs the general kernel (tests and
-  // benchmarks compare the two).
-  bool lean_epilogue = true;
 
   // Builds with -DCUTE_GEMM_TRACE only (setup.py: CUTE_GEMM_TRACE=1): where the SM90 kernel
   // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.

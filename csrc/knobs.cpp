@@ -113,22 +113,17 @@ Overrides read_overrides() {
   o.splits = env_int("CUTE_GEMM_SPLITS", 1, 64);
   o.narrow = env_int("CUTE_GEMM_NARROW", 0, 1);
   o.sm90_narrow = env_int("CUTE_GEMM_SM90_NARROW", 0, 1);
-  o.decode_swap = env_int("CUTE_GEMM_DECODE_SWAP", 0, 1);
   // CUTE_GEMM_SWAP_CONFIG=<row>: the swapped path's tile, row 6 (128x16), 10 (64x16) or 11 (64x32)
   // of sm90/configs.h (tests, benchmarks); unset: sm90::choose_swap_config.
   o.swap_config = env_int("CUTE_GEMM_SWAP_CONFIG", 0, sm90::kNumConfigs - 1);
   TORCH_CHECK_VALUE(o.swap_config < 0 || sm90::is_swap_config(o.swap_config), "CUTE_GEMM_SWAP_CONFIG must be ",
                     num(sm90::kSwap128x16), ", ", num(sm90::kSwap64x16), " or ", num(sm90::kSwap64x32),
                     " (the swapped decode rows of csrc/sm90/configs.h), got '", num(o.swap_config), "'");
-  o.c_staged = env_int("CUTE_GEMM_C_STAGED", 0, 1);
-  o.c_scratch = env_int("CUTE_GEMM_C_SCRATCH", 0, 1);
   o.fast_hbm = env_int("CUTE_GEMM_FAST_HBM", 0, 1);
   o.stream_k = env_int("CUTE_GEMM_STREAM_K", 0, 1);
   o.pdl = env_int("CUTE_GEMM_PDL", 0, 1);
   o.group_m = env_int("CUTE_GEMM_GROUP_M", 1, 64);
   o.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1);
-  o.late_c = env_int("CUTE_GEMM_LATE_C", 0, 1);
-  o.lean_epilogue = env_int("CUTE_GEMM_LEAN_EPILOGUE", 0, 1);
   return o;
 }
 

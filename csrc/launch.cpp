@@ -66,8 +66,6 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
   }
   p.grid_limit = problem.device.num_sms;
   p.act_offload = o.act_offload != 0;
-  p.late_c = o.late_c != 0;
-  p.lean_epilogue = o.lean_epilogue != 0;
   p.pdl = plan.pdl;
   p.group_m = o.group_m > 0 ? o.group_m : 8;  // CUTE_GEMM_GROUP_M=<tile rows per group>
 #if defined(CUTE_GEMM_TRACE)

@@ -124,15 +124,15 @@ void choose_narrow(Plan& plan, const Problem& p, const Overrides& o, const Matri
 // consumers stage its chunks in shared memory as for the TMA store and write the rows themselves
 // (GemmParams::c_staged), rather than computing C into a scratch buffer with padded rows and
 // copying it out (one extra pass over C), which stays for C with an activation (its aligned rows
-// let the activation warps apply it under the next main loop), a C not written in place, and under
-// CUTE_GEMM_C_STAGED=0. Either is cheaper than element stores from the accumulators (2026-11-23;
-// CUTE_GEMM_C_SCRATCH=0 takes those). docs/tuning.md section 16, unaligned C rows.
-void choose_target(Plan& plan, const Problem& p, const Overrides& o, const MatrixView& c) {
+// let the activation warps apply it under the next main loop) and a C not written in place. Either
+// is cheaper than element stores from the accumulators (2026-11-23, docs/tuning.md section 16,
+// unaligned C rows).
+void choose_target(Plan& plan, const Problem& p, const MatrixView& c) {
   const int64_t kVec = 16 / p.a.element_size;
   const bool rows_aligned = c_rows_start_aligned16(c) && p.b.size[2] % kVec == 0;
   const bool c_unaligned16 = plan.sm90 && !plan.swap && !p.c_f32 && !plan.tf32 && !rows_aligned;
-  const bool staged = c_unaligned16 && c_in_place(c) && p.act == Activation::kNone && o.c_staged != 0;
-  const bool scratch = c_unaligned16 && !staged && o.c_scratch != 0;
+  const bool staged = c_unaligned16 && c_in_place(c) && p.act == Activation::kNone;
+  const bool scratch = c_unaligned16 && !staged;
   plan.target = staged                       ? Plan::Target::kStaged
                 : c_in_place(c) && !scratch ? Plan::Target::kInPlace
                 : scratch                    ? Plan::Target::kScratch
@@ -232,7 +232,6 @@ int epilogue_kernel(const Plan& plan, const Problem& p, const Overrides& o) {
   f.x_bias16 = !p.has_x || (!p.x_f32 && x_is_bias_row(plan, p));
   f.whole_tiles = plan.splits == 1 && plan.sk_tiles == 0;
   f.act_offload = o.act_offload != 0;
-  f.lean = o.lean_epilogue != 0;
   f.units = sm90::block_tiles(kernel_m(plan, p), kernel_n(plan, p), tc) / tc.cluster_m * plan.batch * plan.splits;
   f.resident = p.device.num_sms / tc.cluster_m;
   return int(sm90::choose_epilogue_kernel(plan.cfg, plan.sm90_narrow, p.a.element_size, f));
@@ -375,12 +374,12 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
   // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
   // element by element (C is at most 32 rows). Needs A read K-major (its rows become 16- or 32-row
-  // K-major boxes) and one problem. CUTE_GEMM_DECODE_SWAP=0 turns it off; a pinned
-  // CUTE_GEMM_SM90_CONFIG row runs unswapped. (A development build without the swapped layout's
+  // K-major boxes) and one problem. A pinned CUTE_GEMM_SM90_CONFIG row runs unswapped (tests and
+  // benchmarks compare the two that way). (A development build without the swapped layout's
   // kernels runs such calls unswapped.)
   plan.swap = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x && plan.a_kmajor &&
-              o.decode_swap != 0 && pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, plan.a_kmajor);
-  choose_target(plan, p, o, c);
+              pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, plan.a_kmajor);
+  choose_target(plan, p, c);
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
   // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (2026-11-25:

@@ -38,10 +38,9 @@ struct Overrides {
   bool autotune = false;
   int sm90_config = -1, sm80_config = -1, splits = -1;
   int narrow = -1, sm90_narrow = -1;
-  int decode_swap = -1, swap_config = -1;
-  int c_staged = -1, c_scratch = -1;
+  int swap_config = -1;
   int fast_hbm = -1, stream_k = -1, pdl = -1;
-  int group_m = -1, act_offload = -1, late_c = -1, lean_epilogue = -1;
+  int group_m = -1, act_offload = -1;
 };
 
 // What plan_for needs to know of the GPU and of this build.

@@ -75,11 +75,9 @@ def test_variants_parse_and_select_knobs():
     assert bench.variant_env("narrow") == {"CUTE_GEMM_NARROW": "1"}
     assert bench.variant_env("narrow:2") == {"CUTE_GEMM_NARROW": "1", "CUTE_GEMM_SM80_CONFIG": "2"}
     assert bench.variant_env("nonarrow") == {"CUTE_GEMM_NARROW": "0"}
-    assert bench.variant_env("cscratch") == {"CUTE_GEMM_C_STAGED": "0"}
     assert bench.variant_env("narrow90+sm90:1") == {"CUTE_GEMM_SM90_NARROW": "1", "CUTE_GEMM_FAMILY": "sm90",
                                                     "CUTE_GEMM_SM90_CONFIG": "1"}
-    assert bench.parse_variants("auto,cscratch,nolate+cscratch") == ["auto", "cscratch", "nolate+cscratch"]
-    assert bench.variant_env("noswap") == {"CUTE_GEMM_DECODE_SWAP": "0"}
+    assert bench.parse_variants("auto,fasthbm,slowhbm+nopdl") == ["auto", "fasthbm", "slowhbm+nopdl"]
     assert bench.variant_env("swap64") == {"CUTE_GEMM_SWAP_CONFIG": "10"}
     assert bench.variant_env("swap32") == {"CUTE_GEMM_SWAP_CONFIG": "11"}
     assert bench.parse_variants("swap32+splits:2,splits:64") == ["swap32+splits:2", "splits:64"]
@@ -95,7 +93,7 @@ def test_variants_parse_and_select_knobs():
                 "sm90:/4", "sm90:2/", "sm90:2/65", "sm90:1/\u00b2", "sm90:\u00b2", "narrow:", "narrow:x",
                 "narrow:1/2", "narrow:\u00b2", "nopdl:1", "sm80+", "+narrow", "sm80+sm70", "splits:", "splits:0",
                 "splits:65", "splits:2/2", "splits:x", "splits:\u00b2"):
-        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, noswap"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, swap128"):
             bench.parse_variants(bad)
     for clash in ("narrow+nonarrow", "sm80+sm90", "sm80:1+narrow:2", "sm90:2/2+splits:4", "swap32+swap64"):
         with pytest.raises(argparse.ArgumentTypeError, match="sets a knob twice"):

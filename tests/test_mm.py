@@ -291,22 +291,23 @@ def test_stream_k(case, layout, monkeypatch):
 
 
 # (config row or None for the chooser, M, N, K, stream-K): 128x256 tiles with several units per
-# block, so that a tile's first two C chunks are stored under the next unit's main loop: short K
-# (fewer k-tiles than store events), edges in M and N, the cluster tile, the stream-K tail.
-# Every case has more tiles than a 132-SM GPU has blocks, so blocks store several tiles in turn.
-LATE_C_CASES = [(0, 2000, 2300, 64), (0, 1800, 2600, 1000), (2, 4100, 4100, 300), (None, 2500, 4000, 4100),
+# block, so that a tile's first two C chunks are stored under the next unit's main loop (the late
+# C pair): short K (fewer k-tiles than store events), edges in M and N, the cluster tile, the
+# stream-K tail. Every case has more tiles than a 132-SM GPU has blocks, so blocks store several
+# tiles in turn. (N a multiple of 8: C rows that TMA stores; staged rows are never deferred.)
+LATE_C_CASES = [(0, 2000, 2312, 64), (0, 1800, 2600, 1000), (2, 4100, 4104, 300), (None, 2500, 4000, 4100),
                 (2, 2100, 4400, 720, "sk")]
 
 
 @pytest.mark.parametrize("case", LATE_C_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("layout", ["nn", "tt"])
 def test_late_c_pair(case, layout, monkeypatch):
-    """CUTE_GEMM_LATE_C=1 (the default: a 128x256 tile's first two C chunks fenced and TMA-stored
-    under the next unit's main loop) gives the bits of =0 (stored in the epilogue), NaN-poisoned
-    outputs fully written, plain and with a bias epilogue. (C rows of N % 8 != 0 through the
-    padded scratch C, which TMA stores: staged rows are never deferred.)"""
+    """The late C pair (a 128x256 tile's first two C chunks fenced and TMA-stored under the next
+    unit's main loop) writes every element (NaN-poisoned outputs against float64), plain and with
+    a bias and relu in the consumers' epilogue; and the first tiles hold the bits of the same
+    product computed alone, four tiles on as many blocks, where no tile is deferred."""
     use_family(monkeypatch, "sm90")
-    monkeypatch.setenv("CUTE_GEMM_C_STAGED", "0")
+    monkeypatch.setenv("CUTE_GEMM_ACT_OFFLOAD", "0")
     row, m, n, k, *sk = case
     if row is not None:
         monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
@@ -314,11 +315,16 @@ def test_late_c_pair(case, layout, monkeypatch):
     for dtype in DTYPES:
         a, b = make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype)
         bias = torch.randn(n, device="cuda").to(dtype)
-        got = {}
-        for late in ("0", "1"):
-            monkeypatch.setenv("CUTE_GEMM_LATE_C", late)
-            got[late] = (check(a, b), cute_gemm.addmm(bias, a, b, activation="relu"))
-        assert torch.equal(got["0"][0], got["1"][0]) and torch.equal(got["0"][1], got["1"][1])
+        whole = check(a, b)
+        z = a.double() @ b.double() + bias.double()
+        relu = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+        cute_gemm.addmm(bias, a, b, activation="relu", out=relu)
+        assert not relu.isnan().any() and rel_err(relu, z.clamp_min(0)) <= REL_BOUND[dtype]
+        corner = (slice(0, 256), slice(0, 512))  # the chooser's pick may differ there: the row is pinned
+        if row is not None:
+            assert torch.equal(whole[corner], cute_gemm.mm(a[corner[0]], b[:, corner[1]]))
+            assert torch.equal(relu[corner], cute_gemm.addmm(bias[corner[1]], a[corner[0]], b[:, corner[1]],
+                                                             activation="relu"))
 
 
 def sm90_kernel_kinds(fn) -> set[str]:
@@ -348,10 +354,10 @@ LEAN_CASES = [(0, 2000, 2304, 200, 1), (1, 1500, 2104, 520, 1), (2, 4100, 4104, 
 @pytest.mark.parametrize("case", LEAN_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("layout", ["nt", "tn"])
 def test_lean_kernel_gives_the_general_kernels_bits(case, layout, monkeypatch):
-    """The lean sm90 kernel (CUTE_GEMM_LEAN_EPILOGUE=1, the default: no general X, activation or
-    staged rows in its code) runs the plain product, a 16-bit bias and alpha / beta scaling, and
-    gives the general kernel's bits (=0) on NaN-poisoned outputs; a C input, an activation and
-    fp32 C still take the general kernel."""
+    """The lean sm90 kernel (no general X, activation or staged rows in its code) runs the plain
+    product, a 16-bit bias and alpha / beta scaling, and gives the bits of the general kernel, which
+    runs the same terms given as an (M, N) input (zeros, the bias's rows), on NaN-poisoned outputs;
+    a C input, an activation and fp32 C take the general kernel."""
     use_family(monkeypatch, "sm90")
     row, m, n, k, slices = case
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
@@ -363,26 +369,28 @@ def test_lean_kernel_gives_the_general_kernels_bits(case, layout, monkeypatch):
         bias = torch.randn(n, device="cuda").to(dtype)
         ref = a.double() @ b.double()
 
-        def calls():
+        def calls(zeros, terms):  # terms: the bias as a row (the lean kernel's) or as (M, N) rows
             outs = [torch.full((m, n), float("nan"), device="cuda", dtype=dtype) for _ in range(3)]
-            cute_gemm.mm(a, b, out=outs[0])
-            cute_gemm.addmm(bias, a, b, out=outs[1])
-            cute_gemm.addmm(bias, a, b, beta=0.5, alpha=2.0, out=outs[2])
+            if zeros is None:
+                cute_gemm.mm(a, b, out=outs[0])
+            else:
+                cute_gemm.addmm(zeros, a, b, out=outs[0])
+            cute_gemm.addmm(terms, a, b, out=outs[1])
+            cute_gemm.addmm(terms, a, b, beta=0.5, alpha=2.0, out=outs[2])
             return outs
 
         got = {}
-        for lean in ("1", "0"):
-            monkeypatch.setenv("CUTE_GEMM_LEAN_EPILOGUE", lean)
+        rows = bias.expand(m, n).contiguous()
+        for kind, args in (("lean", (None, bias)), ("general", (torch.zeros(m, n, device="cuda", dtype=dtype), rows))):
             holder = []
-            assert sm90_kernel_kinds(lambda: holder.append(calls())) == {"lean" if lean == "1" else "general"}
-            got[lean] = holder[0]
-        for x, y in zip(got["1"], got["0"]):
+            assert sm90_kernel_kinds(lambda: holder.append(calls(*args))) == {kind}
+            got[kind] = holder[0]
+        for x, y in zip(got["lean"], got["general"]):
             assert not x.isnan().any() and torch.equal(x, y)
         refs = [ref, ref + bias.double(), 2.0 * ref + 0.5 * bias.double()]
-        for out, r in zip(got["1"], refs):
+        for out, r in zip(got["lean"], refs):
             assert rel_err(out, r) <= REL_BOUND[dtype]
         # Forms the lean kernel leaves out: the general kernel runs them.
-        monkeypatch.setenv("CUTE_GEMM_LEAN_EPILOGUE", "1")
         c_in = torch.randn(m, n, device="cuda").to(dtype)
         assert sm90_kernel_kinds(lambda: cute_gemm.addmm(c_in, a, b)) == {"general"}
         assert sm90_kernel_kinds(lambda: cute_gemm.mm(a, b, out_dtype=torch.float32)) == {"general"}
@@ -578,12 +586,9 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_PDL", "yes", r"CUTE_GEMM_PDL must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_NARROW", "2", r"CUTE_GEMM_NARROW must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_SM90_NARROW", "2", r"CUTE_GEMM_SM90_NARROW must be an integer in \[0, 1\]"),
-    ("CUTE_GEMM_DECODE_SWAP", "-1", r"CUTE_GEMM_DECODE_SWAP must be an integer in \[0, 1\]"),
     ("CUTE_GEMM_SWAP_CONFIG", "3", r"CUTE_GEMM_SWAP_CONFIG must be 6, 10 or 11 \(the swapped decode rows"),
     ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAST_HBM", "2", r"CUTE_GEMM_FAST_HBM must be an integer in \[0, 1\]"),
-    ("CUTE_GEMM_LATE_C", "on", r"CUTE_GEMM_LATE_C must be an integer in \[0, 1\]"),
-    ("CUTE_GEMM_LEAN_EPILOGUE", "2", r"CUTE_GEMM_LEAN_EPILOGUE must be an integer in \[0, 1\]"),
     # Exactly the documented values: no spaces, signs or words.
     ("CUTE_GEMM_SPLITS", " 2", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\], got ' 2'"),
     ("CUTE_GEMM_PDL", "+1", r"CUTE_GEMM_PDL must be an integer in \[0, 1\], got '\+1'"),
@@ -648,53 +653,31 @@ def test_nan_and_inf_propagate_like_torch(family):
     assert torch.equal(ours.isinf(), theirs.isinf())
 
 
-# How the sm90 family writes 16-bit C rows that TMA cannot store: CUTE_GEMM_C_STAGED /
-# CUTE_GEMM_C_SCRATCH settings.
-C_ROW_MODES = {"staged": ("1", "1"), "scratch": ("0", "1"), "element-stores": ("0", "0")}
-
-
-@pytest.mark.parametrize("mode", list(C_ROW_MODES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
-def test_unaligned_c_rows(mode, dtype, monkeypatch):
+def test_unaligned_c_rows(dtype, monkeypatch):
     """C rows the TMA store cannot write (N % 8 != 0, odd and even; a misaligned out= view; bmm):
-    the sm90 family stages each C chunk in shared memory and writes its rows from there (the
-    default; rows that start 4-byte aligned and rows that start 2 bytes past, odd ldc: every other
-    row), or computes C into a padded scratch buffer and copies it out (CUTE_GEMM_C_STAGED=0), or
-    stores single elements from the accumulators (and CUTE_GEMM_C_SCRATCH=0). All three are
-    right, give the same bits and write nothing outside C; only the scratch path allocates. (M = 1
-    runs unswapped here: the swapped decode path stores C's columns element by element and takes
-    no scratch buffer; test_swapped_decode_path covers its out= views.)"""
+    the sm90 family stages each C chunk in shared memory and writes its rows from there (rows that
+    start 4-byte aligned and rows that start 2 bytes past, odd ldc: every other row); with an
+    activation it computes C into a padded scratch buffer (one more allocation) and copies it out.
+    Both are right and write nothing outside C. (M > 32: the swapped decode path stores C's
+    columns element by element; test_swapped_decode_path covers its out= views.)"""
     use_family(monkeypatch, "sm90")
-    monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
-
-    def set_mode(name):
-        staged, scratch = C_ROW_MODES[name]
-        monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
-        monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", scratch)
-
-    set_mode(mode)
-    for m, n, k in [(129, 130, 257), (300, 131, 520), (1, 1030, 64), (513, 2050, 1000), (640, 765, 192)]:
+    for m, n, k in [(129, 130, 257), (300, 131, 520), (33, 1030, 64), (513, 2050, 1000), (640, 765, 192)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
         a, b = make_operand(m, k, "t", dtype), make_operand(k, n, "n", dtype)
-        for shift in (1, 2):  # bases one or two elements past 16-byte alignment; rows of n + 3 elements
-            buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
-            out = buf[1:, shift:n + shift]  # never 16-byte aligned
-            allocated, results = {}, {}
-            for setting in [*C_ROW_MODES, mode]:  # the last call is the one checked
-                set_mode(setting)
-                before = allocations()
-                cute_gemm.mm(a, b, out=out)
-                allocated[setting] = allocations() - before
-                results[setting] = out.clone()
-            assert allocated["scratch"] == allocated["element-stores"] + 1, allocated  # the scratch path did run
-            assert allocated["staged"] == allocated["element-stores"], allocated  # staged: no scratch
-            for setting in C_ROW_MODES:
-                assert torch.equal(results[setting], results[mode]), (m, n, k, shift, setting)
-            assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
-            assert buf[0].isnan().all() and buf[:, :shift].isnan().all() and buf[:, n + shift:].isnan().all()
         bias = torch.randn(n, device="cuda").to(dtype)
-        got = cute_gemm.addmm(bias, a, b, activation="relu")
-        assert rel_err(got, torch.relu(a.double() @ b.double() + bias.double())) <= REL_BOUND[dtype]
+        z = a.double() @ b.double() + bias.double()
+        for shift in (1, 2):  # bases one or two elements past 16-byte alignment; rows of n + 3 elements
+            allocated = {}
+            for act in (None, "relu"):
+                buf = torch.full((m + 1, n + 3), float("nan"), dtype=dtype, device="cuda")
+                out = buf[1:, shift:n + shift]  # never 16-byte aligned
+                before = allocations()
+                cute_gemm.addmm(bias, a, b, activation=act, out=out)
+                allocated[act] = allocations() - before
+                assert rel_err(out, z if act is None else z.clamp_min(0)) <= REL_BOUND[dtype], (m, n, k, shift, act)
+                assert buf[0].isnan().all() and buf[:, :shift].isnan().all() and buf[:, n + shift:].isnan().all()
+            assert allocated["relu"] == allocated[None] + 1, allocated  # staged without, scratch with
     # bmm into rows of 77 elements (odd rows and odd batches 2 bytes past 4-byte alignment) and of
     # 78 (batch stride 200 * 78, rows 4-byte aligned but not 16), staged; then a forced split-K (the
     # last piece's epilogue writes the rows).
@@ -723,7 +706,7 @@ def offset_matrix(rows, cols, ld, offset, dtype, batch=None):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 def test_row_copies(family, dtype, monkeypatch):
     """The unaligned path's row copies (csrc/row_copy.cu: padded operand buffers; on the sm90 family
-    also a scratch C copied out, CUTE_GEMM_C_STAGED=0, where by default the consumers write C's rows
+    also a scratch C copied out, which an activation takes where the consumers would write C's rows
     from the staging) at every element offset mod 8 of the operands' bases and rows and of the
     output's base, in every layout, batched too, into packed and padded output rows, and for rows
     shorter than a vector: right against float64 (a misplaced element is far outside the bound),
@@ -739,16 +722,21 @@ def test_row_copies(family, dtype, monkeypatch):
                 return offset_matrix(rows, cols, cols + offset % 3, offset, dtype, batch)
             return offset_matrix(cols, rows, rows + offset % 3, offset, dtype, batch).transpose(-1, -2)
         a, b = operand(m, k, layout[0], off), operand(k, n, layout[1], 7 - off)
-        for pad, staged in itertools.product((0, 3), ("1", "0")):  # packed output rows, then 3 apart
-            monkeypatch.setenv("CUTE_GEMM_C_STAGED", staged)
+        ref = a.double() @ b.double()
+        # Packed output rows, then 3 apart; plain, and (unbatched) with a relu over a zero bias.
+        for pad, act in itertools.product((0, 3), (None, "relu") if batch is None else (None,)):
             rows = (batch or 1) * m
             buf = torch.full((rows * (n + pad) + 16,), float("nan"), dtype=dtype, device="cuda")
             body = buf[off + 1:off + 1 + rows * (n + pad)].view(rows, n + pad)
             out = body[:, :n] if batch is None else body[:, :n].view(batch, m, n)
-            (cute_gemm.mm if batch is None else cute_gemm.bmm)(a, b, out=out)
+            if act is not None:
+                cute_gemm.addmm(torch.zeros(n, device="cuda", dtype=dtype), a, b, activation=act, out=out)
+            else:
+                (cute_gemm.mm if batch is None else cute_gemm.bmm)(a, b, out=out)
             assert buf[:off + 1].isnan().all() and buf[off + 1 + rows * (n + pad):].isnan().all()
-            assert body[:, n:].isnan().all(), (m, n, k, off, layout, pad, staged)
-            assert rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype], (m, n, k, off, layout, pad, staged)
+            assert body[:, n:].isnan().all(), (m, n, k, off, layout, pad, act)
+            want = ref if act is None else ref.clamp_min(0)
+            assert rel_err(out, want) <= REL_BOUND[dtype], (m, n, k, off, layout, pad, act)
 
 
 # The narrow kernels (CUTE_GEMM_NARROW=1): 16-bit operands whose contiguous extent and leading
@@ -989,7 +977,7 @@ def test_swapped_decode_path(monkeypatch, swap_row):
     with NaN-poisoned outputs for odd M, N and K (M past the row's 16 or 32 columns: two column
     tiles on rows 6 and 10) in every B layout and both dtypes, into strided out= views and fp32
     outputs, with split-K (the same bits twice); M = 33, an M-major A or a bias keep the unswapped
-    rows; CUTE_GEMM_DECODE_SWAP=0 turns it off."""
+    rows; a pinned CUTE_GEMM_SM90_CONFIG row runs unswapped."""
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_SWAP_CONFIG", str(swap_row))
     a, b = make_operand(16, 4096, "n", torch.bfloat16), make_operand(4096, 4096, "n", torch.bfloat16)
@@ -1041,9 +1029,9 @@ def test_swapped_decode_path(monkeypatch, swap_row):
                lambda: cute_gemm.addmm(bias, a16, b16)):
         rows = sm90_rows_run(fn)
         assert rows and swap_row not in rows, rows
-    monkeypatch.setenv("CUTE_GEMM_DECODE_SWAP", "0")
-    rows = sm90_rows_run(lambda: cute_gemm.mm(a16, b16))
-    assert rows and swap_row not in rows, rows
+    monkeypatch.delenv("CUTE_GEMM_SWAP_CONFIG")
+    monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", "4")
+    assert sm90_rows_run(lambda: cute_gemm.mm(a16, b16)) == {4}
     check(a16, b16)
 
 

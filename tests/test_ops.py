@@ -491,8 +491,8 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
 def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatch):
     """With more tiles than blocks, the sm90 kernel stores part of a tile's 16-bit C under the
     next tile's main loop (from registers, after the activation); a block's last tile and C rows
-    that TMA cannot store (element stores with the activation; without one, rows written from the
-    staging) store it at once. Every path must give the same bits, and match torch's unfused
+    that TMA cannot store (a scratch C with the activation; without one, rows written from the
+    staging, at once). Every path must give the same bits, and match torch's unfused
     act(addmm)."""
     use_sm90_row(monkeypatch, config)
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
@@ -514,14 +514,12 @@ def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatc
             check(plain, addmm_ref(bias, a, b, 1, 1, None), dtype)
             cases.append((None, plain))
         # Rows of n + 2 elements (4-byte aligned, not 16) and n + 1 (every other row 2 bytes past).
-        # With an activation: stored from registers (CUTE_GEMM_C_SCRATCH=0: no scratch buffer);
-        # without one: written from the staged chunks by the consumers. Nothing deferred.
+        # With an activation: computed into a padded scratch C and copied out; without one:
+        # written from the staged chunks by the consumers (nothing deferred).
         for (act, want), pad in itertools.product(cases, (2, 1)):
             buf = nan_out((m, n + pad), dtype)
-            monkeypatch.setenv("CUTE_GEMM_C_SCRATCH", "0")
-            direct = cute_gemm.addmm(bias, a, b, activation=act, out=buf[:, :n])
-            monkeypatch.delenv("CUTE_GEMM_C_SCRATCH")
-            assert torch.equal(direct, want), f"deferred and direct stores differ ({act=}, {pad=}): {(direct != want).sum().item()} elements"
+            other = cute_gemm.addmm(bias, a, b, activation=act, out=buf[:, :n])
+            assert torch.equal(other, want), f"aligned and unaligned C rows differ ({act=}, {pad=}): {(other != want).sum().item()} elements"
             assert buf[:, n:].isnan().all()
 
 

@@ -32,10 +32,10 @@ MatrixView view(long long l, long long r, long long c, bool row_major, int elem,
 int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
-  int family, sm90_config, splits, narrow, stream_k, c_staged, lean_epilogue, act_offload, gated;
+  int family, sm90_config, splits, narrow, stream_k, act_offload, gated;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
-         b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> c_staged >>
-         lean_epilogue >> act_offload >> gated) {
+         b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> act_offload >>
+         gated) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -67,8 +67,6 @@ int main() {
     o.splits = splits;
     o.narrow = narrow;
     o.stream_k = stream_k;
-    o.c_staged = c_staged;
-    o.lean_epilogue = lean_epilogue;
     o.act_offload = act_offload;
     const Plan plan = plan_for(p, o);
     std::string s = describe(plan, p);
@@ -80,8 +78,8 @@ int main() {
 
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
-                family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, c_staged=-1, lean_epilogue=-1,
-                act_offload=-1, gated=0)
+                family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, act_offload=-1,
+                gated=0)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -152,7 +150,6 @@ def test_copies_and_c_target(plan_of):
     assert odd["a"].endswith("copied") and odd["b"].endswith("copied") and odd["c"] == "staged rows"
     assert plan_of(574, 574, 574, narrow=1)["family"] == "sm80 narrow"
     assert plan_of(1000, 1001, 1024, act=2)["c"] == "scratch, copied out"  # gelu: the activation warps' rows
-    assert plan_of(1000, 1001, 1024, c_staged=0)["c"] == "scratch, copied out"
     assert plan_of(1000, 1001, 1024, c_f32=1)["c"] == "in place"  # fp32 C: stored from registers
 
 
@@ -188,7 +185,6 @@ def test_epilogue_kernel(plan_of):
     assert plan_of(8192, 4096, 1024, x_kind=4)["epilogue"] == "general"  # an (M, N) input
     assert plan_of(8192, 4096, 1024, x_kind=5)["epilogue"] == "general"  # a column, copied to rows
     assert plan_of(8192, 4096, 1024, c_f32=1)["epilogue"] == "general"
-    assert plan_of(4096, 4096, 4096, lean_epilogue=0)["epilogue"] == "general"
     assert plan_of(574, 574, 576, narrow=0)["epilogue"] == "general"  # rows TMA cannot store (staged)
     assert plan_of(16, 4096, 4096)["epilogue"] == "general"  # the swapped rows: element stores of C^T
     assert plan_of(256, 256, 256, elem=4, allow_tf32=1)["epilogue"] == "general"

@@ -309,14 +309,12 @@ def digests(keep: list | None = None) -> dict:
                                                                         out_dtype=torch.float32)),
             "tf32": ({}, lambda a, b, bias: cute_gemm.mm(a.float(), b.float())),
             "bmm": ({}, lambda a, b, bias: cute_gemm.bmm(a.view(3, -1, a.shape[1]), b.expand(3, -1, -1))),
-            # N % 8 != 0: staged rows (N even; N odd, half the rows 2-byte aligned), the scratch buffer
-            # and the element stores they replace.
+            # N % 8 != 0: staged rows (N even; N odd, half the rows 2-byte aligned), and with an
+            # activation the scratch buffer copied out.
             "staged": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :518])),
             "staged_odd": ({"CUTE_GEMM_FAMILY": "sm90"}, lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
-            "scratch": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_STAGED": "0"},
-                        lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
-            "element_stores": ({"CUTE_GEMM_FAMILY": "sm90", "CUTE_GEMM_C_STAGED": "0", "CUTE_GEMM_C_SCRATCH": "0"},
-                               lambda a, b, bias: cute_gemm.mm(a, b[:, :517])),
+            "scratch": ({"CUTE_GEMM_FAMILY": "sm90"},
+                        lambda a, b, bias: cute_gemm.addmm(bias[:517], a, b[:, :517], activation="relu")),
         }
         torch.backends.cuda.matmul.allow_tf32 = True
         for name, (env, fn) in cases.items():

@@ -322,7 +322,7 @@ constexpr bool has_act_warps_kernel(int cfg, bool narrow, int elem_bytes) {
   return elem_bytes == 2 && !narrow && kConfigs[cfg].bm == 128 && kConfigs[cfg].bn == 256;
 }
 
-// What the choice reads of a call: its C and epilogue, its split, the two knobs, and its work.
+// What the choice reads of a call: its C and epilogue, its split, the activation-warps knob, and its work.
 struct EpilogueForm {
   bool c_vector_ok = false;  // 16-byte aligned C rows that TMA stores (GemmParams::c_vector_ok)
   bool c_f32 = false;
@@ -330,7 +330,6 @@ struct EpilogueForm {
   bool x_bias16 = true;      // no X, or X a 16-bit bias row (x_ldm == 0, x_ldn == 1)
   bool whole_tiles = true;   // no K slices and no stream-K tail
   bool act_offload = true;   // CUTE_GEMM_ACT_OFFLOAD
-  bool lean = true;          // CUTE_GEMM_LEAN_EPILOGUE
   long long units = 0;       // (cluster tile, K slice) units of the launch
   long long resident = 0;    // clusters that run at once
 };
@@ -346,7 +345,7 @@ constexpr EpilogueKernel choose_epilogue_kernel(int cfg, bool narrow, int elem_b
       f.units >= 2 * f.resident) {
     return EpilogueKernel::kActWarps;
   }
-  if (has_lean_kernel(cfg, narrow, elem_bytes) && f.lean && plain_c && !f.act) return EpilogueKernel::kLean;
+  if (has_lean_kernel(cfg, narrow, elem_bytes) && plain_c && !f.act) return EpilogueKernel::kLean;
   return EpilogueKernel::kGeneral;
 }
 

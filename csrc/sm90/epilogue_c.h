@@ -141,7 +141,7 @@ struct EpilogueC {
   // chunk 0's store done with buffer 0. 2026-11-25: 8192x8192x1024 0.92 -> 0.94x torch.mm, the
   // other large shapes equal or up to 1 % faster (docs/tuning.md).
   static constexpr bool kPairImmediate = !kOffload && kImmediate == 2;
-  // Events of the next unit's main loop (run_due): with a late pair (GemmParams::late_c), its
+  // Events of the next unit's main loop (run_due): with a late pair (see store_tile), its
   // fence and TMA stores first; then the deferred chunks' staging and stores; with a late pair, at
   // the last k-tile, a wait until every store has read its buffer, so that the next epilogue
   // writes buffers 0 and 1 without waiting.
@@ -170,7 +170,7 @@ struct EpilogueC {
   bool leader;    // the warpgroup's thread that issues its TMA stores
   // What the previous tile left for this unit's main loop: 0 nothing, 1 its deferred chunks,
   // 2 those and a late pair (its chunks 0 and 1 in buffers 0 and 1, written but not yet
-  // fenced or stored: GemmParams::late_c, see store_tile).
+  // fenced or stored: see store_tile).
   int deferred = 0;
   uint32_t free_phase = 0;  // offload: bit b, the parity of buffer b's last store (a fresh barrier passes 1)
 
@@ -344,11 +344,13 @@ struct EpilogueC {
         if (j < kImmediate || !defer_tile) {
           if constexpr (kPairImmediate && j < 2) {
             if constexpr (j == 1) {  // chunks 0 and 1, once both are converted
-              if (p.late_c && defer_tile) {
+              if (defer_tile) {
                 // Late pair: written to buffers 0 and 1 and left there; the next unit's main loop
                 // fences and stores them. The buffers are free: the first unit's are fresh, and
                 // every other unit follows a deferring tile, whose last k-tile waited until its
-                // stores had read them (run_due). The tensor cores idle only for this stmatrix.
+                // stores had read them (run_due). The tensor cores idle only for this stmatrix
+                // (2026-11-26: 8192x8192x1024 0.965 -> 1.001x torch.mm against storing the pair
+                // here; docs/tuning.md section 11, the late C pair).
                 stage_chunks<0, 2, kWriteOnly>();
               } else {
                 stage_chunks<0, 2>();
@@ -369,7 +371,7 @@ struct EpilogueC {
     });
     // Staged rows: everyone has read this tile's smem.c_tile before the leader writes the next.
     if (stage_c && c_staged) cutlass::arch::NamedBarrier::sync(128, epilogue_barrier);
-    deferred = !defer_tile ? 0 : kPairImmediate && p.late_c ? 2 : 1;
+    deferred = !defer_tile ? 0 : kPairImmediate ? 2 : 1;
   }
 
   // The gated kernel's epilogue (Tr::kGated): C's chunk j is act(gate chunk j) * (up chunk j +

@@ -32,7 +32,6 @@ inline EpilogueForm epilogue_form(const GemmParams& p, long long units, long lon
   f.x_bias16 = p.x == nullptr || (p.x_ldm == 0 && p.x_ldn == 1 && !p.x_f32);
   f.whole_tiles = p.splits == 1 && p.sk_tiles == 0;
   f.act_offload = p.act_offload;
-  f.lean = p.lean_epilogue;
   f.units = units;
   f.resident = resident;
   return f;
