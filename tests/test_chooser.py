@@ -23,6 +23,8 @@ PICKS = {
     (16, 4096, 4096): (4, 1),       # M <= 16 with K < 8192 (2026-11-25)
     (16, 14336, 4096): (4, 1),
     (64, 8192, 8192): (5, 1),       # 64x64 tiles fill the SMs better (2026-11-25)
+    (64, 4096, 14336): (5, 2),      # half the SMs' tiles, 224 K tiles: two slices (2026-12-05)
+    (64, 4096, 4096): (5, 1),       # 64 K tiles: 32 a slice lost after another kernel (2026-12-05)
     (128, 8192, 8192): (3, 1),      # one row of tiles (2026-11-22)
     (128, 4096, 14336): (3, 2),
     (512, 1024, 8192): (9, 4),      # few tiles, long K: split-K (2026-11-22), in clusters (2026-11-27)

@@ -115,17 +115,23 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m =
 }
 
 // K slices (split-K) where the tiles leave SMs idle: at most 4, tiles x slices <= SMs, and every
-// slice keeps 16 K tiles, since a split costs a few microseconds. The one-consumer rows are never
-// split: their slices saved less than the partials cost (docs/tuning.md section 7).
+// slice keeps 16 K tiles, since a split costs a few microseconds. The one-consumer rows are not
+// split: their slices saved less than the partials cost (docs/tuning.md section 7); but the decode
+// rows 4 and 5 (M <= 64) take two where their tiles leave half the SMs idle and a slice keeps 64 K
+// tiles or more, so that twice the SMs stream the weight (H200, 64x4096x14336 on row 5: 45.8 ->
+// 36.2 us, torch.mm 37.1; 64x4096x4096's 32 K tiles a slice lost after another kernel; section 9).
 // Swapped rows: row 6 all or nothing (8 K tiles a slice under 32 tiles; from 32, 64 K tiles and 7/8
 // of the SMs busy); rows 10 and 11 as many as put about half the SMs to work, two where they fit in
 // one wave on fast HBM (docs/tuning.md section 9, rows 6 and 10; section 10).
 // fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (plan.cpp).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
-  if (c.consumers < 2 && !is_swap_config(cfg)) return 1;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
+  if (c.consumers < 2 && !is_swap_config(cfg)) {
+    const bool decode_row = m <= 64 && (cfg == k64x128 || cfg == k64x64);
+    return decode_row && 2 * tiles <= num_sms && k_tiles / 2 >= 64 ? 2 : 1;
+  }
   if (cfg == kSwap64x16 || cfg == kSwap64x32) {
     long long s = num_sms / 2 / tiles;
     if (fast_hbm && s < 2 && 2 * tiles <= num_sms) s = 2;  // two slices in one wave (docs/tuning.md section 10)
