@@ -364,26 +364,22 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   const bool tma = plan.sm90 && !plan.sm90_narrow, narrow_vectors = plan.narrow || plan.sm90_narrow;
   const int pinned_sm90 = plan.sm90 && !plan.tf32 ? o.sm90_config : -1;
   plan.b_kmajor_only = plan.tf32 || (tma && pinned_sm90 >= 0 && !sm90::has_kernel(false, pinned_sm90));
+  const InPlace ia = in_place(a, tma, plan.tf32, narrow_vectors);
   const InPlace ib = in_place(bt, tma, plan.b_kmajor_only, narrow_vectors);
+  plan.copy_a = !ia.ok;
+  plan.a_kmajor = ia.ok ? ia.k_major : copy_is_k_major(a, plan.tf32);
   plan.copy_b = !ib.ok;
   plan.b_kmajor = ib.ok ? ib.k_major : copy_is_k_major(bt, plan.b_kmajor_only);
-  // The swapped decode path (below) reads A K-major. An M-major A of so few rows (x.t() @ w, the
-  // tn layout at decode sizes) is copied K-major for it, at most 32 x K elements: 16x4096x14336 ran
-  // 48.3 us on the unswapped 64-row tiles against torch.mm's 34.3 (H200, 2026-12-05).
-  const bool swap_problem = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x &&
-                            pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, true);
-  plan.a_kmajor_only = plan.tf32 || swap_problem;
-  const InPlace ia = in_place(a, tma, plan.a_kmajor_only, narrow_vectors);
-  plan.copy_a = !ia.ok;
-  plan.a_kmajor = ia.ok ? ia.k_major : copy_is_k_major(a, plan.a_kmajor_only);
   // The swapped decode path (sm90 rows 6, 10 and 11; 2026-11-26 to 2026-11-29): for M <= 32 rows
   // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
   // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
   // element by element (C is at most 32 rows). Needs A read K-major (its rows become 16- or 32-row
   // K-major boxes) and one problem. A pinned CUTE_GEMM_SM90_CONFIG row runs unswapped (tests and
   // benchmarks compare the two that way). (A development build without the swapped layout's
-  // kernels runs such calls unswapped.)
-  plan.swap = swap_problem && plan.a_kmajor;
+  // kernels runs such calls unswapped.) An M-major A (x.t() @ w) stays unswapped: copied K-major
+  // for this path it ran slower on the H100 (16x4096x14336 55.2 against 50.3 us, 2026-12-05).
+  plan.swap = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x && plan.a_kmajor &&
+              pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, plan.a_kmajor);
   choose_target(plan, p, c);
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
