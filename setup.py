@@ -5,8 +5,6 @@ Environment:
   TORCH_CUDA_ARCH_LIST    target arches (default: the visible GPUs, else "8.0;9.0a")
   MAX_JOBS                parallel compile jobs (ninja)
   CUTE_GEMM_PTXAS_VERBOSE=1   print registers / spills per kernel
-  CUTE_GEMM_SM90_NARROW_BUILD=1   also build the experimental sm90 narrow kernels (8 files; the
-                                  runtime knob CUTE_GEMM_SM90_NARROW=1 needs them)
 """
 
 import hashlib
@@ -87,23 +85,10 @@ if layouts:
     print(f"cute_gemm: a development build with the layouts {', '.join(layouts)} only (CUTE_GEMM_LAYOUTS)")
 
 
-# The sm90 rows' narrow kernels (4-byte cp.async producer) are opt-in at run time and, as an
-# experiment, at build time too: a sixth of the build's kernels, which no default call runs.
-sm90_narrow_build = os.environ.get("CUTE_GEMM_SM90_NARROW_BUILD", "")
-if sm90_narrow_build not in ("", "0", "1"):
-    raise SystemExit(f"CUTE_GEMM_SM90_NARROW_BUILD must be 0 or 1, got {sm90_narrow_build!r}")
-if sm90_narrow_build != "1":
-    cxx_flags.append("-DCUTE_GEMM_NO_SM90_NARROW")
-
-
-def wanted(path: Path) -> bool:
-    return path.stem.split("_")[0] != "sm90n" or sm90_narrow_build == "1"  # family, dtype, c<row>
-
-
 sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/in_place.cpp", "csrc/describe.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
            "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/launch.cpp",
            "csrc/autotune.cpp", "csrc/counters.cu", "csrc/row_copy.cu"] + sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu") if wanted(p)
+    str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")
 )
 
 setup(

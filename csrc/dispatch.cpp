@@ -50,7 +50,7 @@ struct Sm80Narrow {
 // and in a build without them.
 template <DType D, bool AK, bool BK, int C>
 constexpr Launcher sm90_narrow_launcher() {
-  if constexpr (kSm90NarrowBuilt && sm90::has_narrow(C)) {
+  if constexpr (sm90::has_narrow(C)) {
     return &sm90::run<D, AK, BK, C, true>;
   } else {
     return nullptr;

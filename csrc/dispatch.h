@@ -25,13 +25,6 @@ Launcher tf32_launcher(bool sm90);
 // for another row or a development build without the K-major layout.
 Launcher gated_launcher(DType d, int cfg);
 
-// The SM90 rows' narrow kernels are in the build (setup.py leaves them out unless
-// CUTE_GEMM_SM90_NARROW_BUILD=1).
-#if defined(CUTE_GEMM_NO_SM90_NARROW)
-inline constexpr bool kSm90NarrowBuilt = false;
-#else
-inline constexpr bool kSm90NarrowBuilt = true;
-#endif
 // A development build compiles some operand layouts only (gemm_params.h, CUTE_GEMM_LAYOUTS_MASK).
 constexpr bool layout_built(bool ak, bool bk) { return CUTE_GEMM_LAYOUT_BUILT(int(ak), int(bk)) != 0; }
 

@@ -136,7 +136,6 @@ Device device_of(const cudaDeviceProp& prop, int index, bool fp32) {
   d.peak_hbm_gbs = peak_hbm_gbs(index);
   d.allow_tf32 = fp32 && tf32_allowed();
   d.sm90a_built = kBuiltForSm90a;
-  d.sm90_narrow_built = kSm90NarrowBuilt;
   d.layouts_mask = CUTE_GEMM_LAYOUTS_MASK;
   return d;
 }

@@ -84,15 +84,14 @@ bool choose_x(Plan& plan, const Problem& p) {
 // (=1), or never (=0). Not under CUTE_GEMM_FAMILY=sm90, nor under a pinned CUTE_GEMM_SM80_CONFIG
 // row without a narrow kernel unless CUTE_GEMM_NARROW=1 asks for them (an error in choose_row).
 // The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles
-// with 4-byte cp.async) for such operands, in place of the padded copies and of the SM80 narrow
-// kernels: opt-in (CUTE_GEMM_SM90_NARROW=1) while only the nn layout has run on a GPU (2026-11-29).
+// with 4-byte cp.async) serve such operands on the sm90 family where that rule takes the narrow
+// kernels (H200, 2026-12-05, bf16, nn / nt / tn, us: 574^3 9.0 / 9.0 / 10.4 -> 7.7 / 7.6 / 8.0,
+// 16x4100x4096 29.1 / - / 38.9 -> 23.2 / - / 23.5, 66x4098x4098 32.9 / 31.7 / 40.9 -> 28.0 /
+// 29.0 / 26.6; docs/tuning.md section 15), and wherever they can run under
+// CUTE_GEMM_SM90_NARROW=1; CUTE_GEMM_SM90_NARROW=0, CUTE_GEMM_NARROW=1 or a pinned
+// CUTE_GEMM_SM80_CONFIG row keeps the SM80 ones.
 void choose_narrow(Plan& plan, const Problem& p, const Overrides& o, const MatrixView& a, const MatrixView& bt) {
   const bool family_sm90 = o.family == Overrides::Family::kSm90;
-  if (o.sm90_narrow == 1 && plan.sm90 && !p.device.sm90_narrow_built) {
-    plan.error = "CUTE_GEMM_SM90_NARROW=1 needs the sm90 narrow kernels, which this build leaves out: reinstall "
-                 "with CUTE_GEMM_SM90_NARROW_BUILD=1";
-    return;
-  }
   auto unaligned_rows = [&](const MatrixView& x) {
     return !in_place(x, plan.sm90, false, false).ok && !in_place(x, false, false, false).ok;
   };
@@ -113,6 +112,10 @@ void choose_narrow(Plan& plan, const Problem& p, const Overrides& o, const Matri
                                                     sm80::narrow_pays(double(a.size[1]), double(bt.size[1]),
                                                                       double(a.size[2]), double(a.size[0]), copy_a,
                                                                       copy_b, plan.sm90)));
+  }
+  if (plan.narrow && plan.sm90 && o.narrow != 1 && o.sm90_narrow != 0 && o.sm80_config < 0) {
+    plan.narrow = false;
+    plan.sm90_narrow = true;
   }
   // A pinned SM80 row built as a narrow kernel only (sm80::has_plain) runs that kernel.
   if (!plan.sm90 && !fp32 && !plan.narrow) plan.narrow = o.sm80_config >= 0 && !sm80::has_plain(o.sm80_config);

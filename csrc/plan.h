@@ -51,7 +51,6 @@ struct Device {
   int peak_hbm_gbs = 0;  // 0: unknown
   bool allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32
   bool sm90a_built = true;   // the build has sm_90a code (TORCH_CUDA_ARCH_LIST had 9.0a)
-  bool sm90_narrow_built = false;
   int layouts_mask = 15;  // CUTE_GEMM_LAYOUTS_MASK: bit a_kmajor * 2 + b_kmajor
   bool layout_built(bool ak, bool bk) const { return ((layouts_mask >> (int(ak) * 2 + int(bk))) & 1) != 0; }
 };

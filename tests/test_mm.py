@@ -52,18 +52,9 @@ def use_family(monkeypatch, family):
 
 
 def use_sm90_narrow(monkeypatch):
-    """The sm90 family with CUTE_GEMM_SM90_NARROW=1; skip where the build leaves those kernels out
-    (setup.py builds them only with CUTE_GEMM_SM90_NARROW_BUILD=1), after checking that the knob
-    then says so."""
+    """The sm90 family with CUTE_GEMM_SM90_NARROW=1: the sm90 rows' narrow kernels wherever they can run."""
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_SM90_NARROW", "1")
-    a = torch.randn(8, 8, device="cuda").half()
-    try:
-        cute_gemm.mm(a, a)
-    except ValueError as e:
-        if "reinstall with CUTE_GEMM_SM90_NARROW_BUILD=1" not in str(e):
-            raise
-        pytest.skip("this build leaves out the sm90 narrow kernels (CUTE_GEMM_SM90_NARROW_BUILD=1 builds them)")
 
 
 @pytest.fixture(params=FAMILIES)
@@ -828,10 +819,11 @@ def test_narrow_kernels_only_where_an_operand_needs_them(monkeypatch):
 
 def test_narrow_kernels_by_default_where_they_win(monkeypatch):
     """CUTE_GEMM_NARROW unset: the rule (sm80::narrow_pays, tests/test_chooser.py) takes the narrow
-    kernels where the copies would cost more than they save (574^3; a decode shape whose large B
-    needs the copy) and keeps the copies where the GEMM is large or the copied operand small; 0
-    keeps the copies everywhere; a pinned row without a narrow kernel, or a pinned sm90 row or K
-    slice count, takes the copies, no error."""
+    kernels (on Hopper the sm90 rows', elsewhere the sm80 ones: explain's family) where the copies
+    would cost more than they save (574^3; a decode shape whose large B needs the copy) and keeps
+    the copies where the GEMM is large or the copied operand small; 0 keeps the copies everywhere;
+    a pinned row without a narrow kernel, or a pinned sm90 row or K slice count, takes the copies,
+    no error."""
     monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
     # Behind the SM80 family (no Hopper) the copy path's kernel walks K = 4100 in 32-wide k-tiles too,
     # and the rule takes the narrow kernels for 16x4096x4100 as well.
@@ -841,10 +833,13 @@ def test_narrow_kernels_by_default_where_they_win(monkeypatch):
                                  ((2050, 2050, 2050), False)]:
             a, b = make_operand(m, k, "n", dtype), make_operand(k, n, "n", dtype)
             out = check(a, b)
-            before = allocations()
-            again = cute_gemm.mm(a, b)
-            assert (allocations() - before == 1) == taken, (m, n, k)
-            assert torch.equal(out, again)
+            plan = cute_gemm.explain(a, b)
+            if taken:  # both operands read in place
+                assert plan["family"] == ("sm90 narrow" if hopper else "sm80 narrow"), plan
+                assert "copied" not in plan["a"] + plan["b"], plan
+            else:
+                assert "narrow" not in plan["family"], plan
+            assert torch.equal(out, cute_gemm.mm(a, b))
         a, b = make_operand(574, 574, "n", dtype), make_operand(574, 574, "n", dtype)
         pins = [({"CUTE_GEMM_NARROW": "0"}, True), ({"CUTE_GEMM_SM80_CONFIG": "1"}, False)]
         props = torch.cuda.get_device_properties(torch.cuda.current_device())

@@ -152,6 +152,9 @@ def test_copies_and_c_target(plan_of):
     odd = plan_of(574, 574, 574, narrow=0)  # rows of 574 elements are not 16-byte vectors
     assert odd["a"].endswith("copied") and odd["b"].endswith("copied") and odd["c"] == "staged rows"
     assert plan_of(574, 574, 574, narrow=1)["family"] == "sm80 narrow"
+    # Where the narrow rule takes them: the sm90 rows' narrow kernels on Hopper, the sm80 ones elsewhere.
+    assert plan_of(574, 574, 574)["family"] == "sm90 narrow"
+    assert plan_of(574, 574, 574, major=8, sms=108, peak=2039)["family"] == "sm80 narrow"
     assert plan_of(1000, 1001, 1024, act=2)["c"] == "scratch, copied out"  # gelu: the activation warps' rows
     assert plan_of(1000, 1001, 1024, c_f32=1)["c"] == "in place"  # fp32 C: stored from registers
 
