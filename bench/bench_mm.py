@@ -71,7 +71,7 @@ NAMED_VARIANTS = {
     "nopdl": {"CUTE_GEMM_PDL": "0"},        # the chooser's pick launched without programmatic dependent launch
     "narrow": {"CUTE_GEMM_NARROW": "1"},    # unaligned operands read in place by the SM80 4-byte kernels wherever they can
     "nonarrow": {"CUTE_GEMM_NARROW": "0"},  # ... and never: the padded copies (auto: where the rule expects a gain)
-    "narrow90": {"CUTE_GEMM_SM90_NARROW": "1"},  # such operands read in place by the sm90 rows' cp.async-producer kernels (opt-in)
+    "narrow90": {"CUTE_GEMM_SM90_NARROW": "1"},  # such operands read in place by the sm90 rows' cp.async-producer kernels wherever they can (auto: where the narrow rule takes narrow kernels)
     "swap128": {"CUTE_GEMM_SWAP_CONFIG": "6"},  # the swapped path on row 6, 128x16 tiles (auto: its rule's row)
     "swap64": {"CUTE_GEMM_SWAP_CONFIG": "10"},  # ... on row 10, 64x16 tiles
     "swap32": {"CUTE_GEMM_SWAP_CONFIG": "11"},  # ... on row 11, 64x32 tiles (M <= 32)

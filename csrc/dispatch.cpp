@@ -46,8 +46,7 @@ struct Sm80Narrow {
   template <DType D, bool AK, bool BK, int C>
   static constexpr Launcher launcher = narrow_launcher<D, AK, BK, C>();
 };
-// The SM90 rows' narrow kernels (cp.async producer): the rows of sm90::kNarrowConfigs, null elsewhere
-// and in a build without them.
+// The SM90 rows' narrow kernels (cp.async producer): the rows of sm90::kNarrowConfigs, null elsewhere.
 template <DType D, bool AK, bool BK, int C>
 constexpr Launcher sm90_narrow_launcher() {
   if constexpr (sm90::has_narrow(C)) {

@@ -84,7 +84,8 @@ bool choose_x(Plan& plan, const Problem& p) {
 // (=1), or never (=0). Not under CUTE_GEMM_FAMILY=sm90, nor under a pinned CUTE_GEMM_SM80_CONFIG
 // row without a narrow kernel unless CUTE_GEMM_NARROW=1 asks for them (an error in choose_row).
 // The SM90 rows' narrow kernels (sm90/traits.h CpAsync: the producer warpgroup reads the tiles
-// with 4-byte cp.async) serve such operands on the sm90 family where that rule takes the narrow
+// with 4-byte cp.async) serve such operands where the family is chosen (not forced to sm90 by
+// CUTE_GEMM_FAMILY, which keeps the copies) and is sm90, where that rule takes the narrow
 // kernels (H200, 2026-12-05, bf16, nn / nt / tn, us: 574^3 9.0 / 9.0 / 10.4 -> 7.7 / 7.6 / 8.0,
 // 16x4100x4096 29.1 / - / 38.9 -> 23.2 / - / 23.5, 66x4098x4098 32.9 / 31.7 / 40.9 -> 28.0 /
 // 29.0 / 26.6; docs/tuning.md section 15), and wherever they can run under
@@ -312,8 +313,11 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
               : plan.cfg == sm90::k64x128    ? "gated, M <= 64: 64x128 tiles (64 columns of C)"
               : plan.cfg == sm90::k128x256   ? "gated: 128x256 tiles (128 columns of C) fill the GPU"
                                              : "gated: 128x128 tiles (64 columns of C)";
-  plan.splits = o.splits > 0 ? int(std::min<int64_t>(o.splits, k_tiles(p, plan.cfg)))
-                             : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
+  // Row 4 stays whole: its K slices lost at decode (docs/tuning.md section 24, the gated kernel at
+  // decode); choose_splits' two slices for the plain decode rows were measured on plain GEMMs only.
+  plan.splits = o.splits > 0               ? int(std::min<int64_t>(o.splits, k_tiles(p, plan.cfg)))
+                : plan.cfg == sm90::k64x128 ? 1
+                                            : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
   if (!runnable(plan, p, plan.cfg, plan.splits)) plan.splits = 1;
   return plan;
 }

@@ -650,8 +650,8 @@ def test_unaligned_c_rows(dtype, monkeypatch):
     the sm90 family stages each C chunk in shared memory and writes its rows from there (rows that
     start 4-byte aligned and rows that start 2 bytes past, odd ldc: every other row); with an
     activation it computes C into a padded scratch buffer (one more allocation) and copies it out.
-    Both are right and write nothing outside C. (M > 32: the swapped decode path stores C's
-    columns element by element; test_swapped_decode_path covers its out= views.)"""
+    Both are right and write nothing outside C. (A bias keeps M <= 32 off the swapped decode path,
+    which stores C's columns element by element; test_swapped_decode_path covers its out= views.)"""
     use_family(monkeypatch, "sm90")
     for m, n, k in [(129, 130, 257), (300, 131, 520), (33, 1030, 64), (513, 2050, 1000), (640, 765, 192)]:
         check(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype))
@@ -827,7 +827,9 @@ def test_narrow_kernels_by_default_where_they_win(monkeypatch):
     monkeypatch.delenv("CUTE_GEMM_NARROW", raising=False)
     # Behind the SM80 family (no Hopper) the copy path's kernel walks K = 4100 in 32-wide k-tiles too,
     # and the rule takes the narrow kernels for 16x4096x4100 as well.
-    hopper = torch.cuda.get_device_capability() == (9, 0)
+    # The sm90 family where the GPU and the build have it (explain's family for an aligned problem).
+    aligned = torch.randn(64, 64, device="cuda").half()
+    hopper = cute_gemm.explain(aligned, aligned)["family"] == "sm90"
     for dtype in DTYPES:
         for (m, n, k), taken in [((574, 574, 574), True), ((16, 4100, 4096), True), ((16, 4096, 4100), not hopper),
                                  ((2050, 2050, 2050), False)]:

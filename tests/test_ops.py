@@ -491,8 +491,8 @@ def test_addmm_epilogue_on_every_sm90_tile(config, kind, monkeypatch):
 def test_addmm_deferred_stores_on_every_sm90_tile(config, activation, monkeypatch):
     """With more tiles than blocks, the sm90 kernel stores part of a tile's 16-bit C under the
     next tile's main loop (from registers, after the activation); a block's last tile and C rows
-    that TMA cannot store (a scratch C with the activation; without one, rows written from the
-    staging, at once). Every path must give the same bits, and match torch's unfused
+    that TMA cannot store (with the activation a padded scratch C, stored and deferred like
+    aligned C, then copied out; without one, rows written from the staging, at once). Every path must give the same bits, and match torch's unfused
     act(addmm)."""
     use_sm90_row(monkeypatch, config)
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")

@@ -32,10 +32,10 @@ MatrixView view(long long l, long long r, long long c, bool row_major, int elem,
 int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
-  int family, sm90_config, splits, narrow, stream_k, act_offload, gated;
+  int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
-         b_bcast >> x_kind >> act >> family >> sm90_config >> splits >> narrow >> stream_k >> act_offload >>
-         gated) {
+         b_bcast >> x_kind >> act >> family >> sm90_config >> sm80_config >> splits >> narrow >> sm90_narrow >> stream_k >>
+         act_offload >> gated) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -64,8 +64,10 @@ int main() {
     Overrides o;
     o.family = Overrides::Family(family);
     o.sm90_config = sm90_config;
+    o.sm80_config = sm80_config;
     o.splits = splits;
     o.narrow = narrow;
+    o.sm90_narrow = sm90_narrow;
     o.stream_k = stream_k;
     o.act_offload = act_offload;
     const Plan plan = plan_for(p, o);
@@ -78,8 +80,8 @@ int main() {
 
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
-                family=0, sm90_config=-1, splits=-1, narrow=-1, stream_k=-1, act_offload=-1,
-                gated=0)
+                family=0, sm90_config=-1, sm80_config=-1, splits=-1, narrow=-1, sm90_narrow=-1, stream_k=-1,
+                act_offload=-1, gated=0)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -155,6 +157,10 @@ def test_copies_and_c_target(plan_of):
     # Where the narrow rule takes them: the sm90 rows' narrow kernels on Hopper, the sm80 ones elsewhere.
     assert plan_of(574, 574, 574)["family"] == "sm90 narrow"
     assert plan_of(574, 574, 574, major=8, sms=108, peak=2039)["family"] == "sm80 narrow"
+    for keeps_sm80 in (dict(sm90_narrow=0), dict(narrow=1), dict(sm80_config=1)):
+        assert plan_of(574, 574, 574, **keeps_sm80)["family"] == "sm80 narrow", keeps_sm80
+    assert plan_of(574, 574, 574, family=2)["family"] == "sm90"  # a forced family keeps the copies
+    assert plan_of(2050, 2050, 2050, sm90_narrow=1)["family"] == "sm90 narrow"  # wherever they can run
     assert plan_of(1000, 1001, 1024, act=2)["c"] == "scratch, copied out"  # gelu: the activation warps' rows
     assert plan_of(1000, 1001, 1024, c_f32=1)["c"] == "in place"  # fp32 C: stored from registers
 

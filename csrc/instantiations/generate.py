@@ -87,7 +87,7 @@ def files() -> dict[str, str]:
             if layouts := plain_layouts(family, cfg):
                 add(f"{family}_{dname}_c{cfg}.cu", family.upper(), family, dtype, cfg, layouts, True)
         # Narrow kernels (4-byte cp.async; sm80::run<..., 4>, sm90::run<..., true>): every dtype and
-        # layout of the rows kNarrowConfigs lists (setup.py builds the sm90 ones on request only).
+        # layout of the rows kNarrowConfigs lists.
         for (dname, dtype), cfg in product(DTYPES.items(), narrow_configs(configs_h)):
             add(f"{family}n_{dname}_c{cfg}.cu", f"{family.upper()}N", family, dtype, cfg, list(LAYOUTS), True)
     for family, cfg in TF32:  # K-major only, built in every build (dispatch.cpp's tf32_launcher)

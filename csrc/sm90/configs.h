@@ -292,8 +292,8 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
              : pick(k128x128, "few tiles: 128x128");
 }
 
-// The narrow kernels' row (plan.cpp, CUTE_GEMM_SM90_NARROW=1; opt-in, as large problems run faster
-// on the padded copies): where row 5's tiles fit in one wave, row 1 if its tiles and K slices make
+// The narrow kernels' row (plan.cpp, choose_narrow: where the narrow rule takes narrow kernels, and
+// anywhere under CUTE_GEMM_SM90_NARROW=1; large problems run faster on the padded copies): where row 5's tiles fit in one wave, row 1 if its tiles and K slices make
 // more blocks, else row 5; past one wave, choose_config's row or the nearest narrow row
 // (docs/tuning.md section 15, the narrow sm90 kernels).
 inline int choose_narrow_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
