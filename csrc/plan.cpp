@@ -315,9 +315,13 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
                                              : "gated: 128x128 tiles (64 columns of C)";
   // Row 4 stays whole: its K slices lost at decode (docs/tuning.md section 24, the gated kernel at
   // decode); choose_splits' two slices for the plain decode rows were measured on plain GEMMs only.
-  plan.splits = o.splits > 0               ? int(std::min<int64_t>(o.splits, k_tiles(p, plan.cfg)))
-                : plan.cfg == sm90::k64x128 ? 1
-                                            : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
+  if (o.splits > 0) {
+    plan.splits = int(std::min<int64_t>(o.splits, k_tiles(p, plan.cfg)));
+  } else {
+    plan.splits = plan.cfg == sm90::k64x128
+                      ? 1
+                      : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
+  }
   if (!runnable(plan, p, plan.cfg, plan.splits)) plan.splits = 1;
   return plan;
 }

@@ -150,7 +150,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 }
 
 // The gated kernel's row for an (m, n) C (the kernel computes 2 n columns): M <= 64 (decode) on row
-// 4's 64-row tiles, whole (choose_splits: a one-consumer row); else 128x256 tiles where they give
+// 4's 64-row tiles, whole (plan.cpp, gated_plan); else 128x256 tiles where they give
 // three quarters of the SMs a block, else 128x128 (twice the tiles). Streaming the weights at
 // M <= 64, the 64-row tiles beat 128x256 by 8 % and K slices lose: the partials cost more than the
 // SMs that the last wave leaves idle (docs/tuning.md section 24, the gated kernel at decode).
@@ -293,9 +293,10 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
 }
 
 // The narrow kernels' row (plan.cpp, choose_narrow: where the narrow rule takes narrow kernels, and
-// anywhere under CUTE_GEMM_SM90_NARROW=1; large problems run faster on the padded copies): where row 5's tiles fit in one wave, row 1 if its tiles and K slices make
-// more blocks, else row 5; past one wave, choose_config's row or the nearest narrow row
-// (docs/tuning.md section 15, the narrow sm90 kernels).
+// anywhere under CUTE_GEMM_SM90_NARROW=1; large problems run faster on the padded copies): where
+// row 5's tiles fit in one wave, row 1 if its tiles and K slices make more blocks, else row 5;
+// past one wave, choose_config's row or the nearest narrow row (docs/tuning.md section 15, the
+// narrow sm90 kernels).
 inline int choose_narrow_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false) {
   const long long tiles64 = tile_count(m, n, kConfigs[k64x64].bm, kConfigs[k64x64].bn) * batch;
   if (tiles64 <= num_sms) {
