@@ -62,7 +62,7 @@ DEFAULT_LAYOUTS = ["nn", "nt", "tn"]
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW")
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW", "CUTE_GEMM_L2_HINT")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -75,6 +75,9 @@ NAMED_VARIANTS = {
     "swap128": {"CUTE_GEMM_SWAP_CONFIG": "6"},  # the swapped path on row 6, 128x16 tiles (auto: its rule's row)
     "swap64": {"CUTE_GEMM_SWAP_CONFIG": "10"},  # ... on row 10, 64x16 tiles
     "swap32": {"CUTE_GEMM_SWAP_CONFIG": "11"},  # ... on row 11, 64x32 tiles (M <= 32)
+    "l2normal": {"CUTE_GEMM_L2_HINT": "0"},  # the sm90 TMA loads without L2 eviction hints
+    "l2first": {"CUTE_GEMM_L2_HINT": "1"},   # ... an operand read once evict-first
+    "l2last": {"CUTE_GEMM_L2_HINT": "2"},    # ... and the other evict-last
     "fasthbm": {"CUTE_GEMM_FAST_HBM": "1"},  # the sm90 chooser's rules for fast HBM (the H200's; auto: by the GPU's bandwidth)
     "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
 }
@@ -169,7 +172,7 @@ def parse_variants(text: str) -> list[str]:
                     and (family not in FAMILIES or bad_row or bad_splits)):
                 raise argparse.ArgumentTypeError(
                     f"variant '{v}' is not auto, tuned, sk, nosk, nopdl, narrow, nonarrow, narrow90, swap128, swap64, swap32, "
-                    "fasthbm, slowhbm, "
+                    "l2normal, l2first, l2last, fasthbm, slowhbm, "
                     "narrow:N, splits:S, sm80, sm90, "
                     "sm80:N / sm90:N or sm90:N/S, nor such settings joined by '+'")
         envs = [variant_env(part) for part in parts]
@@ -242,10 +245,10 @@ def parse_args(argv=None):
                            "a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
                            "by + combine (sm80+nonarrow)")
-    ap.add_argument("--after-op", action="store_true",
-                    help="also time each call right after a non-GEMM kernel (an in-place scale of a 32 MiB "
-                         "buffer, as a model runs a norm or an activation between its GEMMs), less that "
-                         "kernel's own time: the 'after an op' columns")
+    ap.add_argument("--after-op", nargs="?", type=positive_float, const=32.0, default=None, metavar="MIB",
+                    help="also time each call right after a non-GEMM kernel (an in-place scale of a MIB MiB "
+                         "buffer, 32 unless given, as a model runs a norm or an activation between its GEMMs), "
+                         "less that kernel's own time: the 'after an op' columns")
     ap.add_argument("--warm", action="store_true",
                     help="every call reads the same operand set, which stays in the L2 where it fits (as a "
                          "model's GEMM reads activations a kernel just wrote), instead of R sets from HBM")
@@ -823,7 +826,7 @@ def main(argv=None) -> int:
 
     after_op = None
     if args.after_op:
-        scratch = torch.ones(16 * 2**20, device="cuda", dtype=torch.bfloat16)
+        scratch = torch.ones(max(1, int(args.after_op * 2**19)), device="cuda", dtype=torch.bfloat16)
         after_op = lambda: scratch.mul_(1.0)  # noqa: E731
     started = time.monotonic()
     triton_worked = False

@@ -47,6 +47,11 @@ enum class Activation : int { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kS
 // copies an X of a longer row stride into rows of N elements first.
 inline constexpr int64_t kMaxChunkXRowStride = int64_t(1) << 23;
 
+// L2 cache policies of the TMA loads (the values of cute's TMA::CacheHintSm90).
+inline constexpr uint64_t kL2EvictNormal = 0x1000000000000000ull;
+inline constexpr uint64_t kL2EvictFirst = 0x12F0000000000000ull;
+inline constexpr uint64_t kL2EvictLast = 0x14F0000000000000ull;
+
 struct GemmParams {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -99,6 +104,10 @@ struct GemmParams {
   // kernel's launch and prologue with the previous kernel's tail (sm90/kernel.h waits before it
   // touches global memory). CUTE_GEMM_PDL=0 launches plainly (tests and benchmarks compare).
   bool pdl = true;
+
+  // SM90 TMA loads: the L2 eviction priority of A's and B's (and B2's) lines, as the cache-policy
+  // operand of cp.async.bulk.tensor (cute's TMA::CacheHintSm90 values). sm90::l2_policies chooses.
+  uint64_t l2_policy_a = kL2EvictNormal, l2_policy_b = kL2EvictNormal;
 
   // Builds with -DCUTE_GEMM_TRACE only (setup.py: CUTE_GEMM_TRACE=1): where the SM90 kernel
   // records its phases (sm90/trace.h; the host takes it from CUTE_GEMM_TRACE_BUF). Unused otherwise.

@@ -41,6 +41,7 @@ struct Overrides {
   int swap_config = -1;
   int fast_hbm = -1, stream_k = -1, pdl = -1;
   int group_m = -1, act_offload = -1;
+  int l2_hint = -1;
 };
 
 // What plan_for needs to know of the GPU and of this build.

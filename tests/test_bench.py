@@ -214,7 +214,8 @@ def test_after_op_columns():
     assert "| x torch.mm | after an op us | x torch.mm after an op |" in text
     assert "| 1024x1024x1024 | cute[auto] | 20.0 | 25.0 | 107.4 | 10.7 | - | 0.50 | 8.0 | 1.50 |" in text
     assert "| 1024x1024x1024 | triton | WRONG (rel err 3.0e-01) | - | - | - | - | - | - | - |" in text
-    assert bench.parse_args(["--after-op"]).after_op and not bench.parse_args([]).after_op
+    assert bench.parse_args(["--after-op"]).after_op == 32 and not bench.parse_args([]).after_op
+    assert bench.parse_args(["--after-op", "0.25"]).after_op == 0.25
 
 
 def test_tables_geomean_wrong_and_memory_bound():

@@ -2,6 +2,7 @@
 // one table read by the kernel traits and the host dispatch, as for SM80.
 #pragma once
 
+#include "gemm_params.h"
 #include "tile_scheduler.h"
 
 namespace cute_gemm::sm90 {
@@ -79,6 +80,26 @@ inline constexpr int kSwapMaxM = 32;  // rows 6 and 10 take M <= 16 (their tiles
 inline long long block_tiles(int m, int n, const TileConfig& c) {
   const long long rows = (m + c.bm - 1) / c.bm;
   return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((n + c.bn - 1) / c.bn);
+}
+
+// The L2 policies of a launch's TMA loads (GemmParams::l2_policy_a / _b). mode 0: every line
+// evict-normal. mode 1: an operand that the launch reads once (A where one tile column covers N, B
+// where one cluster's tile rows cover M: a decode step's weight) evict-first, so that its stream
+// replaces its own lines rather than what the other kernels of a step keep in L2. mode 2: mode 1
+// and the other operand, read again by every tile, evict-last.
+struct L2Policies {
+  uint64_t a = kL2EvictNormal, b = kL2EvictNormal;
+};
+inline L2Policies l2_policies(int m, int n, const TileConfig& c, int mode) {
+  L2Policies pol;
+  if (mode == 0) return pol;
+  const bool a_once = (n + c.bn - 1) / c.bn == 1;
+  const bool b_once = (m + c.bm - 1) / c.bm <= c.cluster_m;
+  if (a_once != b_once) {
+    pol.a = a_once ? kL2EvictFirst : mode == 2 ? kL2EvictLast : kL2EvictNormal;
+    pol.b = b_once ? kL2EvictFirst : mode == 2 ? kL2EvictLast : kL2EvictNormal;
+  }
+  return pol;
 }
 
 // Fast HBM: peak HBM bandwidth per SM (MB/s) from which the H200's rules apply, since what they

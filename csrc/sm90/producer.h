@@ -127,6 +127,7 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
   trace(kTrStart);
   uint32_t loads = 0;
   const int n_b = Tr::kGated ? p.n / 2 : p.n;
+  const auto hint_a = TMA::CacheHintSm90(p.l2_policy_a), hint_b = TMA::CacheHintSm90(p.l2_policy_b);
   Tensor mA = params.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.batch));  // (M,K,L) TMA coordinates
   Tensor mB = params.tma_b.get_tma_tensor(make_shape(n_b, p.k, p.batch));  // (N,K,L)
   WorkCursor cursor = walk.start;
@@ -159,15 +160,15 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
       trace(kTrEmptyWait, loads);
       EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
       FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);  // every box
-      copy(params.tma_a.with(smem.full[ring.stage]), tAgA(_, kt), tAsA(_, ring.stage));
+      copy(params.tma_a.with(smem.full[ring.stage], 0, hint_a), tAgA(_, kt), tAsA(_, ring.stage));
       if constexpr (kCluster > 1) {
-        copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1)), tBgB(_, kt),
+        copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1), hint_b), tBgB(_, kt),
              tBsB(_, ring.stage));
       } else {
-        copy(params.tma_b.with(smem.full[ring.stage]), tBgB(_, kt), tBsB(_, ring.stage));
+        copy(params.tma_b.with(smem.full[ring.stage], 0, hint_b), tBgB(_, kt), tBsB(_, ring.stage));
       }
       if constexpr (Tr::kGated) {
-        copy(params.tma_b2.with(smem.full[ring.stage]), get<0>(b2)(_, kt), get<1>(b2)(_, ring.stage));
+        copy(params.tma_b2.with(smem.full[ring.stage], 0, hint_b), get<0>(b2)(_, kt), get<1>(b2)(_, ring.stage));
       }
       trace(kTrIssued, loads++);
       ring.advance();
