@@ -120,7 +120,7 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
   if (sm90) {
     const sm90::TileConfig& tc = sm90::kConfigs[cfg];
     sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
-    const sm90::L2Policies pol = sm90::l2_policies(p.m, p.n, tc, l2_mode);
+    const sm90::L2Policies pol = sm90::l2_policies(p, tc, l2_mode);
     r.l2_policy_a = pol.a;
     r.l2_policy_b = pol.b;
     // Tiles whose pieces sum through the workspace (one counter and `parts` fp32 kBM x kBN

@@ -84,17 +84,18 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
 
 // The L2 policies of a launch's TMA loads (GemmParams::l2_policy_a / _b). mode 0: every line
 // evict-normal. mode 1: an operand that the launch reads once (A where one tile column covers N, B
-// where one cluster's tile rows cover M: a decode step's weight) evict-first, so that its stream
-// replaces its own lines rather than what the other kernels of a step keep in L2. mode 2: mode 1
-// and the other operand, read again by every tile, evict-last.
+// where one cluster's tile rows cover M, and neither broadcast over batches: a decode step's
+// weight) evict-first, so that its stream replaces its own lines rather than what the other
+// kernels of a step keep in L2. mode 2: mode 1 and the other operand, read again by every tile,
+// evict-last.
 struct L2Policies {
   uint64_t a = kL2EvictNormal, b = kL2EvictNormal;
 };
-inline L2Policies l2_policies(int m, int n, const TileConfig& c, int mode) {
+inline L2Policies l2_policies(const GemmParams& p, const TileConfig& c, int mode) {
   L2Policies pol;
   if (mode == 0) return pol;
-  const bool a_once = (n + c.bn - 1) / c.bn == 1;
-  const bool b_once = (m + c.bm - 1) / c.bm <= c.cluster_m;
+  const bool a_once = (p.n + c.bn - 1) / c.bn == 1 && (p.batch == 1 || p.batch_a != 0);
+  const bool b_once = (p.m + c.bm - 1) / c.bm <= c.cluster_m && (p.batch == 1 || p.batch_b != 0);
   if (a_once != b_once) {
     pol.a = a_once ? kL2EvictFirst : mode == 2 ? kL2EvictLast : kL2EvictNormal;
     pol.b = b_once ? kL2EvictFirst : mode == 2 ? kL2EvictLast : kL2EvictNormal;
