@@ -291,3 +291,31 @@ SWAP_PICKS_FAST_HBM = {
 # Unswapped rows on such a GPU: PICKS, but the short-K rule takes the 128x256 tile (81920x256x256
 # 31.2 us against row 1's 33.7, torch.mm 29.5; 2026-11-28, H200, bf16).
 PICKS_FAST_HBM = {**PICKS, (81920, 256, 256): (0, 1)}
+
+
+# sm90::l2_policies: (m, n, batch, batch_a, batch_b, row, mode) as the kernel sees the problem ->
+# A's and B's policy, 0 evict-normal, 1 evict-first, 2 evict-last (digits: 10 * A + B).
+L2_POLICIES = {
+    (4096, 4, 1, 0, 0, 10, 1): 10,       # the swapped decode path: A (the weight) read once
+    (4096, 4, 1, 0, 0, 10, 2): 12,       # ... and B (the tokens) kept
+    (4096, 4, 1, 0, 0, 10, 0): 0,        # mode 0: no hint
+    (48, 4096, 1, 0, 0, 5, 1): 1,        # a decode row: B (the weight) read once
+    (128, 8192, 1, 0, 0, 3, 2): 21,      # one row of 128x64 tiles
+    (256, 7168, 1, 0, 0, 9, 1): 1,       # two tile rows in one 2x1 cluster: B multicast, read once
+    (384, 7168, 1, 0, 0, 9, 1): 0,       # two clusters of tile rows: B read twice
+    (40, 512, 3, 40960, 0, 5, 1): 0,     # B broadcast over three batches: read three times
+    (40, 512, 3, 40960, 1024, 5, 1): 1,  # a B per batch
+    (64, 64, 1, 0, 0, 5, 1): 0,          # one tile: both read once, no preference
+    (1024, 1024, 1, 0, 0, 1, 2): 0,      # many tiles each way
+}
+
+
+@needs_cxx
+def test_l2_policies(tmp_path):
+    expr = ("[&] { cute_gemm::GemmParams p; p.m = a0; p.n = a1; p.batch = a2; p.batch_a = a3; p.batch_b = a4;"
+            " const auto q = cute_gemm::sm90::l2_policies(p, cute_gemm::sm90::kConfigs[a5], a6);"
+            " auto code = [](unsigned long long v) { return v == cute_gemm::kL2EvictFirst ? 1"
+            " : v == cute_gemm::kL2EvictLast ? 2 : 0; };"
+            " return 10 * code(q.a) + code(q.b); }()")
+    out = rule_values(tmp_path, "sm90/configs.h", expr, list(L2_POLICIES))
+    assert dict(zip(L2_POLICIES, out)) == L2_POLICIES

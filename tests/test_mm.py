@@ -173,6 +173,34 @@ def test_three_consumer_rows_run_whole_tiles(row, monkeypatch):
                 assert torch.equal(cute_gemm.mm(a, b), plain), (m, n, k, knob)
 
 
+# The L2 policies of the sm90 TMA loads (sm90::l2_policies, CUTE_GEMM_L2_HINT) are hints: every
+# mode gives the same bits. One problem per case the rule tells apart: the swapped decode path (its
+# A, the weight, read once), a decode row (B read once), one row of tiles (B), a cluster pair of
+# tile rows (B, multicast), a batch with a broadcast B (read by every batch), and many tiles each
+# way (no hint).
+L2_CASES = [(1, 2048, 1024, 1), (48, 1024, 2048, 1), (128, 2048, 1024, 1), (256, 7168, 2048, 1),
+            (40, 512, 1024, 3), (1024, 1024, 512, 1)]
+
+
+@pytest.mark.parametrize("m, n, k, batch", L2_CASES, ids=[f"{m}x{n}x{k}x{b}" for m, n, k, b in L2_CASES])
+def test_l2_policies_keep_the_bits(m, n, k, batch, monkeypatch):
+    use_family(monkeypatch, "sm90")
+    torch.manual_seed(5)
+    # (batches interleaved by rows, so that they are not folded into one problem of batch * m rows)
+    a = torch.randn(m, batch, k, device="cuda").to(torch.bfloat16).transpose(0, 1)
+    w = torch.randn(n, k, device="cuda").to(torch.bfloat16)  # x @ w.t(), as a Linear: B K-major
+
+    def run(mode):
+        monkeypatch.setenv("CUTE_GEMM_L2_HINT", mode)
+        out = torch.full((batch, m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        return cute_gemm.bmm(a, w.t().expand(batch, k, n), out=out) if batch > 1 else cute_gemm.mm(a[0], w.t(), out=out[0])
+
+    want = run("0")
+    assert rel_err(want.double(), a.double() @ w.double().t()) <= REL_BOUND[torch.bfloat16]
+    for mode in ("1", "2"):
+        assert torch.equal(run(mode), want), mode
+
+
 # Programmatic dependent launch (sm90, on unless CUTE_GEMM_PDL=0): each call of this chain reads
 # the previous call's output (a read after a write) and overwrites the input the previous call read
 # (a write after a read), and consecutive calls run other rows: few blocks (row 0 makes 32 here)
@@ -580,6 +608,7 @@ def test_decode_rows(layout, family):
     ("CUTE_GEMM_SWAP_CONFIG", "3", r"CUTE_GEMM_SWAP_CONFIG must be 6, 10 or 11 \(the swapped decode rows"),
     ("CUTE_GEMM_SWAP_CONFIG", "99", r"CUTE_GEMM_SWAP_CONFIG must be an integer in \[0, "),
     ("CUTE_GEMM_FAST_HBM", "2", r"CUTE_GEMM_FAST_HBM must be an integer in \[0, 1\]"),
+    ("CUTE_GEMM_L2_HINT", "3", r"CUTE_GEMM_L2_HINT must be an integer in \[0, 2\]"),
     # Exactly the documented values: no spaces, signs or words.
     ("CUTE_GEMM_SPLITS", " 2", r"CUTE_GEMM_SPLITS must be an integer in \[1, 64\], got ' 2'"),
     ("CUTE_GEMM_PDL", "+1", r"CUTE_GEMM_PDL must be an integer in \[0, 1\], got '\+1'"),
