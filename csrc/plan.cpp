@@ -254,7 +254,9 @@ bool runnable(const Plan& plan, const Problem& p, int cfg, int splits) {
 // clusters are resident. CUTE_GEMM_STREAM_K unset: where sm90::choose_stream_k expects a gain; 1:
 // wherever it can run (tests, benchmarks); 0: never.
 Tail choose_tail(const Plan& plan, const Problem& p, int cfg, int splits) {
-  if (!plan.sm90 || plan.tf32 || splits > 1 || plan.stream_k_knob == 0 || whole_tiles_only(plan, cfg) || p.gated) {
+  // (gated_mm: only where CUTE_GEMM_STREAM_K=1 forces it; its decode tail is unmeasured.)
+  if (!plan.sm90 || plan.tf32 || splits > 1 || plan.stream_k_knob == 0 || whole_tiles_only(plan, cfg) ||
+      (p.gated && plan.stream_k_knob != 1)) {
     return {};
   }
   const sm90::TileConfig& tc = sm90::kConfigs[cfg];
@@ -273,11 +275,11 @@ namespace {
 // gated_mm (Problem::gated): the sm90 gated kernels (sm90/configs.h, kGatedConfigs) where they run the
 // call as it is: 16-bit operands that TMA reads in place, K-major, the two weights of one layout, C
 // rows that the TMA store writes, one problem (no batches). The row by sm90::choose_gated_config,
-// K slices by the row's own rule, no stream-K tail; CUTE_GEMM_SM90_CONFIG (a row with a gated
-// kernel) and CUTE_GEMM_SPLITS pin them. Anything else is "torch's path" here: gemm.cpp
-// (gated_unfused) makes the two products as calls of their own with float32 results, then the
-// product. Of the other development knobs only CUTE_GEMM_FAMILY, CUTE_GEMM_PDL and
-// CUTE_GEMM_FAST_HBM apply.
+// K slices by the row's own rule, no stream-K tail unless CUTE_GEMM_STREAM_K=1 forces one;
+// CUTE_GEMM_SM90_CONFIG (a row with a gated kernel) and CUTE_GEMM_SPLITS pin them. Anything else is
+// "torch's path" here: gemm.cpp (gated_unfused) makes the two products as calls of their own with
+// float32 results, then the product. Of the other development knobs only CUTE_GEMM_FAMILY,
+// CUTE_GEMM_PDL, CUTE_GEMM_FAST_HBM, CUTE_GEMM_STREAM_K and CUTE_GEMM_L2_HINT apply.
 Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   const int64_t M = p.a.size[1], K = p.a.size[2], N = p.b.size[2];
   auto torch_path = [&](const char* why) {
@@ -304,6 +306,7 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   plan.batch = 1;
   plan.rows = M;
   plan.pdl = o.pdl != 0;
+  plan.stream_k_knob = o.stream_k;
   plan.c_vector_ok = true;
   const int sms = p.device.num_sms;
   plan.hbm_fast = hbm_fast(p, o);
@@ -323,6 +326,10 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
                       : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
   }
   if (!runnable(plan, p, plan.cfg, plan.splits)) plan.splits = 1;
+  const Tail tail = choose_tail(plan, p, plan.cfg, plan.splits);  // (as the launch takes it)
+  plan.sk_tiles = tail.tiles;
+  plan.sk_slots = tail.slots;
+  plan.sk_workers = tail.workers;
   return plan;
 }
 

@@ -232,6 +232,21 @@ def test_gated_mm_rows_pinned(monkeypatch, row, splits):
 
 
 @gpu
+def test_gated_mm_stream_k_tail(monkeypatch):
+    """CUTE_GEMM_STREAM_K=1 gives the gated kernel a stream-K tail (tests/test_plan.py checks that
+    the plan has one): 1 x 9000 on row 4 is 141 tiles of 64x128 on 132 SMs, every tile's K range cut
+    between blocks whose partials the last one sums before act(gate) * up."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the gated kernels are the sm90 family's")
+    monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
+    for m in (1, 40):
+        x, w_gate, w_up = randn(m, 2048), randn(9000, 2048), randn(9000, 2048)
+        torch.full((m, 9000), float("nan"), dtype=x.dtype, device="cuda")
+        out = torch.ops.cute_gemm.gated_mm(x, w_gate, w_up)
+        assert not out.isnan().any() and rel_err(out, gated_ref(x, w_gate, w_up, "silu")) <= 2 * REL_BOUND[x.dtype]
+
+
+@gpu
 def test_gated_mm_is_one_kernel_where_it_fits():
     x, w_gate, w_up = randn(33, 512), randn(1024, 512), randn(1024, 512)
     torch.ops.cute_gemm.gated_mm(x, w_gate, w_up)
