@@ -38,6 +38,7 @@ std::string describe(const Plan& plan, const Problem& p) {
   const char* epilogues[] = {"general", "lean", "activation warps"};
   line("epilogue", epilogues[plan.epilogue]);
   line("pdl", plan.pdl ? "true" : "false");
+  line("l2_hint", num(plan.l2_hint));
   line("fast_hbm", plan.hbm_fast ? "true" : "false");
   line("autotune", plan.autotune ? "true" : "false");
   return s;

@@ -84,7 +84,6 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
   l.c_elem = target.element_size();
   l.float_options = target.options().dtype(at::kFloat);
   l.stream = at::cuda::getCurrentCUDAStream().stream();
-  l.l2_mode = o.l2_hint >= 0 ? o.l2_hint : 0;
   return l;
 }
 
@@ -120,7 +119,7 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
   if (sm90) {
     const sm90::TileConfig& tc = sm90::kConfigs[cfg];
     sm90_tiles = sm90::block_tiles(p.m, p.n, tc);
-    const sm90::L2Policies pol = sm90::l2_policies(p, tc, l2_mode);
+    const sm90::L2Policies pol = sm90::l2_policies(p, tc, plan.l2_hint);
     r.l2_policy_a = pol.a;
     r.l2_policy_b = pol.b;
     // Tiles whose pieces sum through the workspace (one counter and `parts` fp32 kBM x kBN

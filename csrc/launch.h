@@ -35,7 +35,6 @@ struct Launch {
   int64_t elem = 2, c_elem = 2;  // bytes per operand and per C element
   at::TensorOptions float_options;  // the workspace's
   cudaStream_t stream = nullptr;
-  int l2_mode = 0;  // sm90::l2_policies's mode
 
   cudaError_t operator()(int cfg, int splits) const;
 };

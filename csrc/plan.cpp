@@ -306,6 +306,7 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   plan.batch = 1;
   plan.rows = M;
   plan.pdl = o.pdl != 0;
+  plan.l2_hint = o.l2_hint >= 0 ? o.l2_hint : 0;
   plan.stream_k_knob = o.stream_k;
   plan.c_vector_ok = true;
   const int sms = p.device.num_sms;
@@ -406,6 +407,9 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.pdl = o.pdl != 0 && plan.x_copy == Plan::XCopy::kNone &&
              (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged);
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
+  // The L2 policies of the sm90 TMA loads: none unless CUTE_GEMM_L2_HINT names a mode (which
+  // operand each mode marks depends on the launched row's tiles: sm90::l2_policies).
+  plan.l2_hint = plan.sm90 && o.l2_hint >= 0 ? o.l2_hint : 0;
   plan.stream_k_knob = o.stream_k;
   choose_row(plan, p, o);
   if (!plan.error.empty()) return plan;

@@ -93,6 +93,7 @@ struct Plan {
   // padded rows copied out after, or a temporary (C's rows are not contiguous) copied out after.
   enum class Target { kInPlace, kStaged, kScratch, kTemp } target = Target::kInPlace;
   bool pdl = true;       // programmatic dependent launch
+  int l2_hint = 0;       // sm90: the L2 policies' mode of the TMA loads (sm90::l2_policies)
   bool hbm_fast = false;
   int stream_k_knob = -1;
   int cfg = 0;     // the row of the family's configs.h table

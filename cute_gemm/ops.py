@@ -120,7 +120,7 @@ class Explanation(dict):
     """The plan a call would run (cute_gemm.explain): a dict of the plan's fields, printed as its
     "key=value" lines."""
 
-    _INTS = ("row", "splits", "stream_k_tiles", "batch", "rows")
+    _INTS = ("row", "splits", "stream_k_tiles", "batch", "rows", "l2_hint")
     _BOOLS = ("tf32", "swapped", "folded_batches", "pdl", "fast_hbm", "autotune")
 
     def __init__(self, text: str):

@@ -32,10 +32,10 @@ MatrixView view(long long l, long long r, long long c, bool row_major, int elem,
 int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
-  int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated;
+  int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated, l2_hint;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
          b_bcast >> x_kind >> act >> family >> sm90_config >> sm80_config >> splits >> narrow >> sm90_narrow >> stream_k >>
-         act_offload >> gated) {
+         act_offload >> gated >> l2_hint) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -70,6 +70,7 @@ int main() {
     o.sm90_narrow = sm90_narrow;
     o.stream_k = stream_k;
     o.act_offload = act_offload;
+    o.l2_hint = l2_hint;
     const Plan plan = plan_for(p, o);
     std::string s = describe(plan, p);
     for (char& ch : s) if (ch == '\n') ch = '|';
@@ -81,7 +82,7 @@ int main() {
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
                 family=0, sm90_config=-1, sm80_config=-1, splits=-1, narrow=-1, sm90_narrow=-1, stream_k=-1,
-                act_offload=-1, gated=0)
+                act_offload=-1, gated=0, l2_hint=-1)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -186,6 +187,16 @@ def test_stream_k_tail_and_knob_errors(plan_of):
     assert plan_of(4096, 14336, 4096, splits=2)["stream_k_tiles"] == "0"  # split K has no tail
     # CUTE_GEMM_FAMILY=sm90 on an sm_80 GPU.
     assert plan_of(256, 256, 256, major=8, sms=108, family=2)["error"].startswith("CUTE_GEMM_FAMILY=sm90 needs")
+
+
+@needs_cxx
+def test_l2_hint(plan_of):
+    """The TMA loads' L2 policy mode (CUTE_GEMM_L2_HINT): none by default; the knob's mode on the
+    sm90 family, gated_mm's kernel included; the sm80 family has no TMA loads."""
+    assert plan_of(1, 4096, 4096)["l2_hint"] == "0"
+    assert plan_of(1, 4096, 4096, l2_hint=1)["l2_hint"] == "1"
+    assert plan_of(1, 14336, 4096, bn=0, gated=1, l2_hint=2)["l2_hint"] == "2"
+    assert plan_of(256, 256, 256, major=8, sms=108, l2_hint=1)["l2_hint"] == "0"
 
 
 @needs_cxx
