@@ -189,8 +189,8 @@ void autotuned(const Launch& launch, const cudaDeviceProp& prop, int& cfg, int& 
   // Rows and slice counts the timing below may pick (s in {1, 2, 4}; slices only where the tiles
   // leave SMs idle, the chooser's own limit: the workspace then stays below one kBM x kBN fp32
   // tile per SM): a cached entry outside them (another build's, a hand-edited or foreign file's)
-  // is not trusted. Rows without a kernel for this layout (sm80::has_plain, sm90::has_kernel; a
-  // development build's missing layouts) are not candidates either.
+  // is not trusted. Rows without a kernel for this layout (sm80::has_plain; a development build's
+  // missing layouts) are not candidates either.
   const int rows = sm90 ? sm90::kNumConfigs : sm80::kNumConfigs;
   auto tunable = [&](int c, int s) {
     return c >= 0 && c < rows && (s == 1 || s == 2 || s == 4) &&

@@ -378,11 +378,10 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.batch = a.size[0];
   plan.rows = a.size[1];
   // The operands, read in place or copied (operands.cpp, prepare_operand: the narrow kernels read the
-  // padded copies' 16-byte rows too). A pinned swapped decode row runs unswapped, on B read K-major
-  // (copied where it is not): the only layouts it is built for (sm90::has_kernel).
+  // padded copies' 16-byte rows too).
   const bool tma = plan.sm90 && !plan.sm90_narrow, narrow_vectors = plan.narrow || plan.sm90_narrow;
   const int pinned_sm90 = plan.sm90 && !plan.tf32 ? o.sm90_config : -1;
-  plan.b_kmajor_only = plan.tf32 || (tma && pinned_sm90 >= 0 && !sm90::has_kernel(false, pinned_sm90));
+  plan.b_kmajor_only = plan.tf32;
   const InPlace ia = in_place(a, tma, plan.tf32, narrow_vectors);
   const InPlace ib = in_place(bt, tma, plan.b_kmajor_only, narrow_vectors);
   plan.copy_a = !ia.ok;
@@ -392,12 +391,13 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // The swapped decode path (sm90 rows 6, 10 and 11; 2026-11-26 to 2026-11-29): for M <= 32 rows
   // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
   // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
-  // element by element (C is at most 32 rows). Needs A read K-major (its rows become 16- or 32-row
-  // K-major boxes) and one problem. A pinned CUTE_GEMM_SM90_CONFIG row runs unswapped (tests and
-  // benchmarks compare the two that way). (A development build without the swapped layout's
-  // kernels runs such calls unswapped.) An M-major A (x.t() @ w) stays unswapped: copied K-major
-  // for this path it ran slower on the H100 (16x4096x14336 55.2 against 50.3 us, 2026-12-05).
-  plan.swap = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x && plan.a_kmajor &&
+  // element by element (C is at most 32 rows). Needs one problem; A is read in place in either
+  // layout (an M-major A, x.t() @ w, is the kernel's N-major B: its 16- or 32-column boxes in
+  // 32- or 64-byte swizzle atoms); copied K-major for this path it ran slower on the H100
+  // (16x4096x14336 55.2 against 50.3 us unswapped, 2026-12-05). A pinned CUTE_GEMM_SM90_CONFIG
+  // row runs unswapped (tests and benchmarks compare the two that way). (A development build
+  // without the swapped layout's kernels runs such calls unswapped.)
+  plan.swap = tma && !plan.tf32 && plan.batch == 1 && plan.rows <= sm90::kSwapMaxM && !p.has_x &&
               pinned_sm90 < 0 && p.device.layout_built(plan.b_kmajor, plan.a_kmajor);
   choose_target(plan, p, c);
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies

@@ -88,7 +88,7 @@ struct Plan {
   int64_t batch = 1, rows = 0;  // the problem the kernel sees (after the fold)
   // Operands: copied into a padded buffer (else read in place), and K-major (else M- / N-major).
   bool copy_a = false, a_kmajor = true, copy_b = false, b_kmajor = true;
-  bool b_kmajor_only = false;  // B read K-major only (TF32; a pinned swapped row, run unswapped)
+  bool b_kmajor_only = false;  // B read K-major only (TF32)
   // Where C is written: in place, staged rows (the consumers write them), a scratch buffer with
   // padded rows copied out after, or a temporary (C's rows are not contiguous) copied out after.
   enum class Target { kInPlace, kStaged, kScratch, kTemp } target = Target::kInPlace;

@@ -999,11 +999,11 @@ def sm90_rows_run(fn):
 
 @pytest.mark.parametrize("swap_row", SWAP_ROWS)
 def test_swapped_decode_path(monkeypatch, swap_row):
-    """M <= 32 with A read K-major: the pinned swapped row runs (kernel names), right against float64
-    with NaN-poisoned outputs for odd M, N and K (M past the row's 16 or 32 columns: two column
-    tiles on rows 6 and 10) in every B layout and both dtypes, into strided out= views and fp32
-    outputs, with split-K (the same bits twice); M = 33, an M-major A or a bias keep the unswapped
-    rows; a pinned CUTE_GEMM_SM90_CONFIG row runs unswapped."""
+    """M <= 32: the pinned swapped row runs (kernel names), right against float64 with NaN-poisoned
+    outputs for odd M, N and K (M past the row's 16 or 32 columns: two column tiles on rows 6 and
+    10) in every layout of A and B (an M-major A is the kernel's N-major B) and both dtypes, into
+    strided out= views and fp32 outputs, with split-K (the same bits twice); M = 33 or a bias keep
+    the unswapped rows; a pinned CUTE_GEMM_SM90_CONFIG row runs unswapped."""
     use_family(monkeypatch, "sm90")
     monkeypatch.setenv("CUTE_GEMM_SWAP_CONFIG", str(swap_row))
     a, b = make_operand(16, 4096, "n", torch.bfloat16), make_operand(4096, 4096, "n", torch.bfloat16)
@@ -1012,8 +1012,8 @@ def test_swapped_decode_path(monkeypatch, swap_row):
     assert sm90_rows_run(lambda: cute_gemm.mm(a32, b)) == {swap_row}
     for dtype in DTYPES:
         for m, n, k in itertools.product([1, 2, 7, 16, 17, 32], [1, 8, 127, 129, 1000], [1, 7, 64, 129, 1030]):
-            for lb in "nt":
-                check(make_operand(m, k, "n", dtype), make_operand(k, n, lb, dtype))
+            for la, lb in itertools.product("nt", "nt"):
+                check(make_operand(m, k, la, dtype), make_operand(k, n, lb, dtype))
         # Split-K (16x2048x4096, 64 K tiles: row 6's 16 tiles in 4 slices, rows 10 and 11's 32 in 2): reproducible
         # bits; at 24 rows row 11 splits in 2 (rows 6 and 10 make two column tiles, unsplit on the H100's rule).
         check_reproducible(make_operand(16, 4096, "n", dtype), make_operand(4096, 2048, "t", dtype))
@@ -1050,9 +1050,10 @@ def test_swapped_decode_path(monkeypatch, swap_row):
         a3 = torch.randn(2, m, 64, device="cuda").half()
         assert sm90_rows_run(lambda: cute_gemm.bmm(a3, w)) == {swap_row}
         assert rel_err(cute_gemm.bmm(a3, w), a3.double() @ w.double()) <= REL_BOUND[torch.float16]
+    # An M-major A (x.t() @ w) read in place: the kernel's N-major B.
+    assert sm90_rows_run(lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16)) == {swap_row}
     # Where it does not apply (each call must show some sm90 row, so an unparsed trace cannot pass).
-    for fn in (lambda: cute_gemm.mm(a33, b16), lambda: cute_gemm.mm(make_operand(16, 256, "t", torch.float16), b16),
-               lambda: cute_gemm.addmm(bias, a16, b16)):
+    for fn in (lambda: cute_gemm.mm(a33, b16), lambda: cute_gemm.addmm(bias, a16, b16)):
         rows = sm90_rows_run(fn)
         assert rows and swap_row not in rows, rows
     monkeypatch.delenv("CUTE_GEMM_SWAP_CONFIG")

@@ -744,10 +744,9 @@ def test_out_beside_an_input_in_one_buffer(dtype):
         cute_gemm.addmm(c, a, b, beta=1, out=c)
 
 
-# The sm90 rows that run a bmm, and the sm80 family. Not the swapped decode rows 6, 10 and 11: they
-# are built with a K-major B only (sm90::has_kernel), so pinned on these N-major B they read a copy.
-SWAP_ROWS = (6, 10, 11)
-BMM_ROWS = [row for row in range(len(SM90_CONFIG_NAMES)) if row not in SWAP_ROWS] + ["sm80"]
+# Every sm90 row pinned (the swapped decode rows 6, 10 and 11 then run unswapped, on B in either
+# layout like the others), and the sm80 family.
+BMM_ROWS = [*range(len(SM90_CONFIG_NAMES)), "sm80"]
 
 
 @gpu

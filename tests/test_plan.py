@@ -128,9 +128,9 @@ def test_decode_rows_are_swapped(plan_of):
     # A bias, or a batch of problems, keeps the unswapped path.
     assert plan_of(16, 4096, 4096, x_kind=1)["swapped"] == "false"
     assert plan_of(16, 4096, 4096, l=2)["swapped"] == "false"
-    # So does an M-major A (x.t() @ w, the tn layout), read in place.
+    # An M-major A (x.t() @ w, the tn layout) is swapped too, read in place (the kernel's N-major B).
     tn = plan_of(16, 4096, 14336, ak=0)
-    assert (tn["swapped"], tn["a"]) == ("false", "M-major, in place"), tn
+    assert (tn["swapped"], tn["a"], tn["row"]) == ("true", "M-major, in place", "10"), tn
 
 
 @needs_cxx

@@ -5,8 +5,8 @@ problems and GPUs (host compiler only). Pinned rows (tests, benchmarks) and the 
 reach no further than what is built; a kernel outside the choosers' reach costs build time only.
 
 How a chosen row becomes a kernel (csrc/plan.cpp, csrc/dispatch.cpp): an unswapped call runs its operands' own layout,
-any of the four; the swapped decode path (M <= 32) runs C^T = B^T A^T on A read K-major, so its
-kernel's B is K-major and its A is the call's B in either layout; the narrow sm80 kernels serve
+any of the four; the swapped decode path (M <= 32) runs C^T = B^T A^T, whose kernel's A is the
+call's B and its B the call's A, each in either layout; the narrow sm80 kernels serve
 any layout; TF32 runs one K-major kernel per family (the host copies other layouts); gated_mm runs
 the gated kernels on K-major operands only (torch's path otherwise)."""
 
@@ -61,12 +61,10 @@ def reached_kernels(tmp_path) -> set[tuple[str, str, int, str]]:
     kernels = set()
     for path, row in picks:
         row = int(row)
-        if path == "swap":  # kernel A = the call's B (either layout), kernel B = the call's A, K-major
-            kernels |= {("sm90", d, row, name) for d in gen.DTYPES for name, (_, bk) in gen.LAYOUTS.items() if bk}
-        elif path == "sm90g":  # gated_mm: x @ w.t() with both K-major, or torch's path
+        if path == "sm90g":  # gated_mm: x @ w.t() with both K-major, or torch's path
             kernels |= {("sm90g", d, row, "kk") for d in gen.DTYPES}
-        else:
-            kernels |= {(path, d, row, name) for d in gen.DTYPES for name in gen.LAYOUTS}
+        else:  # the swapped path's rows are sm90 rows, in every layout as the others
+            kernels |= {("sm90" if path == "swap" else path, d, row, name) for d in gen.DTYPES for name in gen.LAYOUTS}
     kernels |= {(family, "tf32", row, "kk") for family, row in gen.TF32}
     return kernels
 
@@ -103,9 +101,10 @@ def test_every_file_holds_both_dtypes_of_a_row():
 
 @needs_cxx
 def test_the_dispatch_tables_rule_is_the_files_rule(tmp_path):
-    """dispatch.cpp's tables hold a kernel where sm80::has_plain / sm90::has_kernel say so; generate.py
-    writes the files by its own reading of configs.h (plain_layouts): the two must agree, or the
-    extension fails to load (a table entry without its file) or compiles a kernel no table holds."""
+    """dispatch.cpp's tables hold a kernel where sm80::has_plain says so, and every sm90 row in every
+    layout; generate.py writes the files by its own reading of configs.h (plain_layouts): the two
+    must agree, or the extension fails to load (a table entry without its file) or compiles a kernel
+    no table holds."""
     src = tmp_path / "rule.cpp"
     src.write_text(
         "#include <cstdio>\n"
@@ -113,16 +112,10 @@ def test_the_dispatch_tables_rule_is_the_files_rule(tmp_path):
         '#include "sm90/configs.h"\n'
         "using namespace cute_gemm;\n"
         "int main() {\n"
-        "  for (int c = 0; c < sm80::kNumConfigs; ++c) std::printf(\"sm80 %d %d %d\\n\", c, 1, int(sm80::has_plain(c)));\n"
-        "  for (int c = 0; c < sm90::kNumConfigs; ++c)\n"
-        "    for (int bk = 0; bk < 2; ++bk) std::printf(\"sm90 %d %d %d\\n\", c, bk, int(sm90::has_kernel(bk != 0, c)));\n"
+        "  for (int c = 0; c < sm80::kNumConfigs; ++c) std::printf(\"sm80 %d %d\\n\", c, int(sm80::has_plain(c)));\n"
+        "  for (int c = 0; c < sm90::kNumConfigs; ++c) std::printf(\"sm90 %d 1\\n\", c);\n"
         "}\n"
     )
     for line in build_and_run(src).splitlines():
-        family, row, bk, built = line.split()
-        layouts = gen.plain_layouts(family, int(row))
-        if family == "sm80":
-            assert (layouts == list(gen.LAYOUTS)) == (built == "1") and (built == "1" or not layouts), line
-        else:
-            assert all((name in layouts) == (built == "1") for name, (_, b) in gen.LAYOUTS.items()
-                       if b == (bk == "1")), line
+        family, row, built = line.split()
+        assert gen.plain_layouts(family, int(row)) == (list(gen.LAYOUTS) if built == "1" else []), line

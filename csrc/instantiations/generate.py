@@ -47,23 +47,13 @@ def narrow_configs(configs_h: Path) -> list[int]:
     return row_list(configs_h, "kNarrowConfigs")
 
 
-def swap_configs(configs_h: Path) -> list[int]:
-    """The sm90 swapped decode rows: the `kSwap... = N` names of configs.h's `enum Row`."""
-    enum = re.search(r"enum Row : int \{(.*?)\};", configs_h.read_text(), re.S)
-    rows = [int(n) for n in re.findall(r"\bkSwap\w+ = (\d+)", enum.group(1))] if enum else []
-    if not rows:
-        raise SystemExit(f"{configs_h}: no 'kSwap... = N' row in 'enum Row : int {{...}};'")
-    return rows
-
-
 def plain_layouts(family: str, cfg: int) -> list[str]:
-    """The layouts row `cfg` of `family` has a plain (non-narrow) kernel for: the rule of
-    sm80::has_plain and sm90::has_kernel (csrc/<family>/configs.h), which dispatch.cpp's tables follow."""
-    configs_h = REPO / "csrc" / family / "configs.h"
+    """The layouts row `cfg` of `family` has a plain (non-narrow) kernel for: every sm90 row in every
+    layout (the swapped decode rows too: the swapped path's A is the call's B and its B the call's A,
+    each in either layout), the sm80 rows of sm80::has_plain (csrc/sm80/configs.h); dispatch.cpp's
+    tables follow the same rule."""
     if family == "sm80":
-        return list(LAYOUTS) if cfg in row_list(configs_h, "kPlainConfigs") else []
-    if cfg in swap_configs(configs_h):  # the swapped path's B is the call's A, read K-major
-        return [name for name, (_, bk) in LAYOUTS.items() if bk]
+        return list(LAYOUTS) if cfg in row_list(REPO / "csrc" / "sm80" / "configs.h", "kPlainConfigs") else []
     return list(LAYOUTS)
 
 

@@ -4,6 +4,12 @@
 #if CUTE_GEMM_LAYOUT_BUILT(1, 1)
 CUTE_GEMM_SM90_INSTANTIATE(cute_gemm::DType::kBF16, true, true, 11)
 #endif
+#if CUTE_GEMM_LAYOUT_BUILT(1, 0)
+CUTE_GEMM_SM90_INSTANTIATE(cute_gemm::DType::kBF16, true, false, 11)
+#endif
 #if CUTE_GEMM_LAYOUT_BUILT(0, 1)
 CUTE_GEMM_SM90_INSTANTIATE(cute_gemm::DType::kBF16, false, true, 11)
+#endif
+#if CUTE_GEMM_LAYOUT_BUILT(0, 0)
+CUTE_GEMM_SM90_INSTANTIATE(cute_gemm::DType::kBF16, false, false, 11)
 #endif

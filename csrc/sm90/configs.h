@@ -119,11 +119,6 @@ static_assert(kConfigs[kSwap64x32].bm == kConfigs[kSwap64x16].bm && kConfigs[kSw
 inline constexpr bool is_swap_config(int cfg) {
   return cfg == kSwap128x16 || cfg == kSwap64x16 || cfg == kSwap64x32;
 }
-// The layouts a row has a kernel for (generate.py writes the same set): every row in every layout,
-// but the swapped decode rows only where the kernel's B is K-major. The swapped path's B is the
-// call's A, which it reads K-major (plan.cpp), and no rule takes these rows unswapped; a pinned
-// CUTE_GEMM_SM90_CONFIG of one of them reads B K-major (copied where it is not).
-constexpr bool has_kernel(bool b_kmajor, int cfg) { return b_kmajor || !is_swap_config(cfg); }
 
 // The swapped row: row 11 for M > 16; else row 10 (row 6's tile at half the rows, twice the blocks)
 // where its tiles fit in one wave and leave half the SMs to K slices or busy 7/8 of them (fast HBM:
