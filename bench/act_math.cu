@@ -17,21 +17,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "check_cuda.h"
 #include "epilogue.h"
 
 using cute_gemm::Activation;
 using cute_gemm::activate;
 
 namespace {
-
-#define CHECK_CUDA(x)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 // The functions compared: cute_gemm's activate<A>, and torch's fp32 formulas
 // (aten/src/ATen/native/cuda/ActivationGeluKernel.cu, ActivationSiluKernel.cu).

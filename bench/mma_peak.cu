@@ -13,20 +13,12 @@
 // Build and run on the GPU machine:
 //   nvcc -std=c++17 -O3 -arch=native bench/mma_peak.cu -o /tmp/mma_peak && /tmp/mma_peak
 #include <cstdio>
-#include <cstdlib>
 
 #include <cuda_runtime.h>
 
-namespace {
+#include "check_cuda.h"
 
-#define CHECK_CUDA(x)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
+namespace {
 
 constexpr int kFlopsPerMma = 2 * 16 * 8 * 16;
 
