@@ -241,6 +241,8 @@ def parse_args(argv=None):
                            "wherever they can / never; auto: where the rule expects a gain), "
                            "swap128 / swap64 / swap32 (the swapped decode "
                            "path on its 128x16, 64x16 or 64x32 row), splits:S (S K slices on the chooser's row), "
+                           "l2normal / l2first / l2last (the sm90 TMA loads' L2 hints: none, an operand read once "
+                           "evict-first, and the other evict-last), "
                            "fasthbm / slowhbm (the sm90 chooser's rules for the H200's HBM or the H100's), "
                            "a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "

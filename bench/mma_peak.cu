@@ -64,8 +64,9 @@ __global__ void mma_registers(int iters, float* sink) {
 }
 
 // A 64x64 warp tile per k16 step: A (64 rows x 16 k) in 4 ldmatrix.x4, B (64 columns x 16 k) in 4,
-// then 4 x 8 mma.sync; the fragments come from a 16 KB shared buffer each warp walks, 128 rows of
-// 16 halves (32 bytes), so that the 32 lanes' row addresses fall on distinct banks.
+// then 4 x 8 mma.sync; the fragments come from a 16 KB shared buffer each warp walks. Lane l
+// supplies the 16-byte row at l * 16: each 8x8 matrix's eight rows are 128 contiguous bytes, all 32
+// banks once (no conflicts, as a swizzled tile gives the kernel).
 template <bool kBf16>
 __global__ void mma_ldmatrix(int iters, float* sink) {
   __shared__ __align__(128) unsigned char buf[16384];
@@ -75,8 +76,7 @@ __global__ void mma_ldmatrix(int iters, float* sink) {
   __syncthreads();
   const unsigned base = unsigned(__cvta_generic_to_shared(buf));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  // lane l of an x4 supplies the address of row (l % 16) of matrix half (l / 16): 32-byte rows.
-  const unsigned lane_off = unsigned((lane % 16) * 32 + (lane / 16) * 16);
+  const unsigned lane_off = unsigned(lane * 16);
   float c[4][8][4] = {};
   for (int it = 0; it < iters; ++it) {
     const unsigned step = unsigned(((it + warp) & 7) * 2048);  // 8 k16 steps of 2 KB (64 rows)

@@ -182,7 +182,8 @@ void autotuned(const Launch& launch, const cudaDeviceProp& prop, int& cfg, int& 
                           num(p.n) + "x" + num(p.k) + " l" + num(launch.batch) + " c" + (p.c_f32 ? "f32" : "16") +
                           (p.c_vector_ok ? "v" : p.c_staged ? "s" : "e") + " x" +
                           (p.x != nullptr ? (p.x_ldm == 0 ? "bias" : "c") : "none") + " act" + num(int(p.act)) +
-                          (sk == 1 ? " sk" : sk == 0 ? " nosk" : " skrule");
+                          (sk == 1 ? " sk" : sk == 0 ? " nosk" : " skrule") +
+                          (plan.l2_hint != 0 ? " l2h" + num(plan.l2_hint) : "");
   const std::optional<autotune::Choice> hit = autotune::find(path, key);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   C10_CUDA_CHECK(cudaStreamIsCapturing(launch.stream, &capture));

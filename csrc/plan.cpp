@@ -409,7 +409,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
   // The L2 policies of the sm90 TMA loads: none unless CUTE_GEMM_L2_HINT names a mode (which
   // operand each mode marks depends on the launched row's tiles: sm90::l2_policies).
-  plan.l2_hint = plan.sm90 && o.l2_hint >= 0 ? o.l2_hint : 0;
+  plan.l2_hint = plan.sm90 && !plan.sm90_narrow && o.l2_hint >= 0 ? o.l2_hint : 0;
   plan.stream_k_knob = o.stream_k;
   choose_row(plan, p, o);
   if (!plan.error.empty()) return plan;

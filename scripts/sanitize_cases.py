@@ -1,8 +1,8 @@
 """A small run of every kernel path for compute-sanitizer (scripts/sanitize.sh): both families,
 every sm90 tile config, the four layouts, the fused epilogue (bias, full C, activation), fp32
 output, unaligned C rows (written from the shared-memory staging, odd row strides included; through
-the scratch buffer), split-K, TF32, bmm and the narrow (4-byte cp.async) kernels of both
-families; each result is checked against torch in float64.
+the scratch buffer), split-K, TF32, bmm, the gated kernel and the narrow (4-byte cp.async)
+kernels of both families; each result is checked against torch in float64.
 Shapes are small: under the sanitizer every launch is slow."""
 
 import itertools
@@ -83,11 +83,12 @@ def main():
                 os.environ["CUTE_GEMM_SWAP_CONFIG"] = swap_row
                 os.environ["CUTE_GEMM_SPLITS"] = "3"
                 run_case(16, 1024, 2048, "nt", torch.bfloat16)  # M <= 16: the swapped decode path, split
+                run_case(16, 1024, 2048, "tn", torch.bfloat16)  # ... an M-major A: the kernel's N-major B
                 os.environ.pop("CUTE_GEMM_SPLITS")
                 run_case(5, 1031, 200, "nn", torch.bfloat16)  # swapped, one slice, B copied (N odd)
                 run_case(16, 2048, 4096, "nt", torch.float16)  # swapped, the rule's slices (row 6: 4, rows 10, 11: 2)
                 run_case(27, 1031, 200, "nn", torch.bfloat16)  # 17 <= M <= 32 (two column tiles on rows 6, 10)
-                cases += 4
+                cases += 5
             os.environ.pop("CUTE_GEMM_SWAP_CONFIG")
             # Broadcast batches (batch stride 0) read in place through TMA's batch 0, A and B, on a
             # 128x256 row and a cluster row; an addmm input of rows 2^23 + 8 elements apart (copied
@@ -114,7 +115,15 @@ def main():
             os.environ["CUTE_GEMM_SM90_CONFIG"] = "3"
             run_case(1100, 2560, 1500, "nt", torch.bfloat16)
             os.environ.pop("CUTE_GEMM_SM90_CONFIG")
+            # gated_mm (act(x w_gate^T) * (x w_up^T) in one kernel), whole tiles and with the
+            # stream-K tail (1 x 9000: 141 tiles of 64x128 on row 4).
+            x = torch.randn(1, 2048, device="cuda").bfloat16()
+            wg, wu = (torch.randn(9000, 2048, device="cuda").bfloat16() for _ in range(2))
+            ref = torch.nn.functional.silu(x.double() @ wg.double().t()) * (x.double() @ wu.double().t())
+            check(torch.ops.cute_gemm.gated_mm(x, wg, wu), x, wg, ref)
             os.environ.pop("CUTE_GEMM_STREAM_K")
+            check(torch.ops.cute_gemm.gated_mm(x, wg, wu), x, wg, ref)
+            cases += 2
             # Operands TMA reads in place although their extent is not whole 16-byte vectors (the
             # last row ends where the allocation does), and K % 8 != 0 rows copied into a buffer
             # whose padding is never zeroed (TMA stops at K).

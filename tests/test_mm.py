@@ -1032,12 +1032,13 @@ def test_swapped_decode_path(monkeypatch, swap_row):
             assert rel_err(col, ref) <= REL_BOUND[dtype]
     # The stream-K tail on the swapped row (CUTE_GEMM_STREAM_K=1; 3x28672x1024: 224 tiles of row 6,
     # 448 of rows 10 and 11, on at most 132 SMs; at 20 rows twice that on rows 6 and 10), and split-K
-    # forced to 7 slices: right and reproducible.
-    for env, m in itertools.product(({"CUTE_GEMM_STREAM_K": "1"}, {"CUTE_GEMM_SPLITS": "7"}), (3, 20)):
+    # forced to 7 slices, with A in either layout (at 3 rows an M-major A is copied: its rows are not
+    # 16 bytes apart): right and reproducible.
+    for env, m, la in itertools.product(({"CUTE_GEMM_STREAM_K": "1"}, {"CUTE_GEMM_SPLITS": "7"}), (3, 20), "nt"):
         with pytest.MonkeyPatch.context() as mp:
             for key, value in env.items():
                 mp.setenv(key, value)
-            a, b = make_operand(m, 1024, "n", torch.bfloat16), make_operand(1024, 28672, "t", torch.bfloat16)
+            a, b = make_operand(m, 1024, la, torch.bfloat16), make_operand(1024, 28672, "t", torch.bfloat16)
             assert sm90_rows_run(lambda: cute_gemm.mm(a, b)) == {swap_row}
             check_reproducible(a, b)
     a16, b16 = make_operand(16, 256, "n", torch.float16), make_operand(256, 512, "n", torch.float16)

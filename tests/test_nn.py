@@ -235,7 +235,8 @@ def test_gated_mm_rows_pinned(monkeypatch, row, splits):
 def test_gated_mm_stream_k_tail(monkeypatch):
     """CUTE_GEMM_STREAM_K=1 gives the gated kernel a stream-K tail (tests/test_plan.py checks that
     the plan has one): 1 x 9000 on row 4 is 141 tiles of 64x128 on 132 SMs, every tile's K range cut
-    between blocks whose partials the last one sums before act(gate) * up."""
+    between blocks whose partials the last one sums before act(gate) * up. The output is allocated
+    where a NaN-filled block of its size was just freed (unwritten elements show)."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the gated kernels are the sm90 family's")
     monkeypatch.setenv("CUTE_GEMM_STREAM_K", "1")
