@@ -45,7 +45,7 @@ at::Tensor torch_math(const at::Tensor& a3, const at::Tensor& b3, const Epilogue
 
 void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3);
 
-// gated_mm where the gated kernel cannot run it (plan.cpp, gated_plan): both products as calls of
+// gated_mm where the gated kernel cannot run it (gated_plan.cpp): both products as calls of
 // their own with float32 results (unrounded; the activation in the gate's epilogue), then the
 // product in float32. Those calls follow mm's rules (either family, TF32 where allowed).
 at::Tensor gated_unfused(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep) {
@@ -155,7 +155,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   TORCH_INTERNAL_ASSERT(A.copied == plan.copy_a && A.k_major == plan.a_kmajor && B.copied == plan.copy_b &&
                             B.k_major == plan.b_kmajor,
                         "the operands as the plan reads them");
-  // gated_mm's up weight: read in place, as B (plan.cpp, gated_plan).
+  // gated_mm's up weight: read in place, as B (gated_plan.cpp).
   const std::optional<Operand> B2 =
       ep.b2.defined() ? std::optional<Operand>(prepare_operand(ep.b2.transpose(1, 2), tma, false, false, &copies))
                       : std::nullopt;

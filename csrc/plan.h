@@ -68,7 +68,7 @@ struct Problem {
   double alpha = 1.0, beta = 0.0;
   Activation act = Activation::kNone;
   // gated_mm (gemm.cpp): C = act(A B) * (A B2), B2 (L, K, N) beside B; the sm90 gated kernels
-  // (sm90/traits.h, Gated) where they can run it as it is (plan.cpp, gated_plan), else torch's path.
+  // (sm90/traits.h, Gated) where they can run it as it is (gated_plan.cpp), else torch's path.
   bool gated = false;
   MatrixView b2;
   Device device;

@@ -91,7 +91,7 @@ def plan_of(tmp_path_factory):
     """plan_of(m, n, k, **fields) -> the plan's fields as a dict; plans([...]) for many at once."""
     src = tmp_path_factory.mktemp("plan") / "plan_driver.cpp"
     src.write_text(DRIVER)
-    exe = build(src, CSRC / "plan.cpp", CSRC / "in_place.cpp", CSRC / "describe.cpp")
+    exe = build(src, CSRC / "plan.cpp", CSRC / "gated_plan.cpp", CSRC / "in_place.cpp", CSRC / "describe.cpp")
 
     def plans(cases):
         lines = []

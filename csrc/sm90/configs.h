@@ -167,7 +167,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 }
 
 // The gated kernel's row for an (m, n) C (the kernel computes 2 n columns): M <= 64 (decode) on row
-// 4's 64-row tiles, whole (plan.cpp, gated_plan); else 128x256 tiles where they give
+// 4's 64-row tiles, whole (gated_plan.cpp); else 128x256 tiles where they give
 // three quarters of the SMs a block, else 128x128 (twice the tiles). Streaming the weights at
 // M <= 64, the 64-row tiles beat 128x256 by 8 % and K slices lose: the partials cost more than the
 // SMs that the last wave leaves idle (docs/tuning.md section 24, the gated kernel at decode).
