@@ -62,10 +62,7 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
                       : sm90::choose_splits(int(M), int(2 * N), int(K), 1, plan.cfg, sms, plan.hbm_fast);
   }
   if (!runnable(plan, p, plan.cfg, plan.splits)) plan.splits = 1;
-  const Tail tail = choose_tail(plan, p, plan.cfg, plan.splits);  // (as the launch takes it)
-  plan.sk_tiles = tail.tiles;
-  plan.sk_slots = tail.slots;
-  plan.sk_workers = tail.workers;
+  plan.sk_tiles = choose_tail(plan, p, plan.cfg, plan.splits).tiles;
   return plan;
 }
 

@@ -151,7 +151,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   PendingCopies copies;
   const bool tma = plan.sm90 && !plan.sm90_narrow, narrow = plan.narrow || plan.sm90_narrow;
   const Operand A = prepare_operand(a, tma, plan.tf32, narrow, &copies);
-  const Operand B = prepare_operand(b.transpose(1, 2), tma, plan.b_kmajor_only, narrow, &copies);
+  const Operand B = prepare_operand(b.transpose(1, 2), tma, plan.tf32, narrow, &copies);
   TORCH_INTERNAL_ASSERT(A.copied == plan.copy_a && A.k_major == plan.a_kmajor && B.copied == plan.copy_b &&
                             B.k_major == plan.b_kmajor,
                         "the operands as the plan reads them");

@@ -320,13 +320,12 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // padded copies' 16-byte rows too).
   const bool tma = plan.sm90 && !plan.sm90_narrow, narrow_vectors = plan.narrow || plan.sm90_narrow;
   const int pinned_sm90 = plan.sm90 && !plan.tf32 ? o.sm90_config : -1;
-  plan.b_kmajor_only = plan.tf32;
   const InPlace ia = in_place(a, tma, plan.tf32, narrow_vectors);
-  const InPlace ib = in_place(bt, tma, plan.b_kmajor_only, narrow_vectors);
+  const InPlace ib = in_place(bt, tma, plan.tf32, narrow_vectors);
   plan.copy_a = !ia.ok;
   plan.a_kmajor = ia.ok ? ia.k_major : copy_is_k_major(a, plan.tf32);
   plan.copy_b = !ib.ok;
-  plan.b_kmajor = ib.ok ? ib.k_major : copy_is_k_major(bt, plan.b_kmajor_only);
+  plan.b_kmajor = ib.ok ? ib.k_major : copy_is_k_major(bt, plan.tf32);
   // The swapped decode path (sm90 rows 6, 10 and 11; 2026-11-26 to 2026-11-29): for M <= 32 rows
   // without an X term the SM90 kernel computes C^T = B^T A^T, so that N fills its 128- or 64-row
   // tiles and the few rows of A are WGMMA's N dimension, and stores C^T's rows into C's columns
@@ -356,10 +355,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   const int pinned = plan.sm90 ? o.sm90_config : o.sm80_config;
   plan.autotune =
       !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 && o.autotune;
-  const Tail tail = choose_tail(plan, p, plan.cfg, plan.splits);
-  plan.sk_tiles = tail.tiles;
-  plan.sk_slots = tail.slots;
-  plan.sk_workers = tail.workers;
+  plan.sk_tiles = choose_tail(plan, p, plan.cfg, plan.splits).tiles;
   plan.c_vector_ok = c_vectors(plan, p, c);
   if (plan.sm90) plan.epilogue = epilogue_kernel(plan, p, o);
   return plan;

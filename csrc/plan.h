@@ -88,7 +88,6 @@ struct Plan {
   int64_t batch = 1, rows = 0;  // the problem the kernel sees (after the fold)
   // Operands: copied into a padded buffer (else read in place), and K-major (else M- / N-major).
   bool copy_a = false, a_kmajor = true, copy_b = false, b_kmajor = true;
-  bool b_kmajor_only = false;  // B read K-major only (TF32)
   // Where C is written: in place, staged rows (the consumers write them), a scratch buffer with
   // padded rows copied out after, or a temporary (C's rows are not contiguous) copied out after.
   enum class Target { kInPlace, kStaged, kScratch, kTemp } target = Target::kInPlace;
@@ -99,7 +98,7 @@ struct Plan {
   int cfg = 0;     // the row of the family's configs.h table
   int splits = 1;  // K slices
   bool autotune = false;  // the autotune cache may replace cfg / splits (gemm.cpp)
-  int sk_tiles = 0, sk_slots = 0, sk_workers = 0;  // the stream-K tail, cluster tiles (0: none)
+  int sk_tiles = 0;  // the stream-K tail's cluster tiles (0: none; the launch takes choose_tail's)
   // C's rows are 16-byte vectors the kernel stores whole (TMA on sm90, vector stores on sm80):
   // GemmParams::c_vector_ok.
   bool c_vector_ok = false;
