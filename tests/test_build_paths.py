@@ -129,3 +129,11 @@ def test_instantiation_files_match_the_tables():
     on_disk = {p.name: p.read_text() for p in (repo / "csrc" / "instantiations").glob("*.cu")}
     assert sorted(on_disk) == sorted(expected)
     assert on_disk == expected, "run python csrc/instantiations/generate.py"
+
+
+def test_readme_counts_the_kernel_files():
+    """The README's install section says how many kernel files a build compiles (and so how long
+    it takes): the count must follow the instantiation files."""
+    repo = Path(__file__).resolve().parent.parent
+    files = len(list((repo / "csrc" / "instantiations").glob("*.cu")))
+    assert f"({files} kernel files" in (repo / "README.md").read_text()
