@@ -191,11 +191,14 @@ def test_stream_k_tail_and_knob_errors(plan_of):
 
 @needs_cxx
 def test_l2_hint(plan_of):
-    """The TMA loads' L2 policy mode (CUTE_GEMM_L2_HINT): none by default; the knob's mode on the
-    sm90 family, gated_mm's kernel included; the sm80 family has no TMA loads."""
-    assert plan_of(1, 4096, 4096)["l2_hint"] == "0"
-    assert plan_of(1, 4096, 4096, l2_hint=1)["l2_hint"] == "1"
+    """The TMA loads' L2 policy mode (CUTE_GEMM_L2_HINT): mode 1 by default on the sm90 family,
+    gated_mm's kernel included, the knob's mode where it is set; the sm80 family has no TMA loads."""
+    assert plan_of(1, 4096, 4096)["l2_hint"] == "1"
+    assert plan_of(1, 4096, 4096, l2_hint=0)["l2_hint"] == "0"
+    assert plan_of(1, 4096, 4096, l2_hint=2)["l2_hint"] == "2"
+    assert plan_of(1, 14336, 4096, bn=0, gated=1)["l2_hint"] == "1"
     assert plan_of(1, 14336, 4096, bn=0, gated=1, l2_hint=2)["l2_hint"] == "2"
+    assert plan_of(256, 256, 256, major=8, sms=108)["l2_hint"] == "0"
     assert plan_of(256, 256, 256, major=8, sms=108, l2_hint=1)["l2_hint"] == "0"
 
 
