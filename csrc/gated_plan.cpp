@@ -41,7 +41,7 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   plan.batch = 1;
   plan.rows = M;
   plan.pdl = o.pdl != 0;
-  plan.l2_hint = o.l2_hint >= 0 ? o.l2_hint : 1;
+  plan.l2_hint = l2_mode(o);
   plan.stream_k_knob = o.stream_k;
   plan.c_vector_ok = true;
   const int sms = p.device.num_sms;

@@ -15,6 +15,11 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
+// Mode 1 (an operand that the launch reads once evict-first; which operand depends on the row's
+// tiles) took 3-8 % off the decode and few-tile GEMMs, 3.5-6 us a call after another kernel, and
+// moved no other shape (docs/tuning.md section 24); mode 2 measured as mode 1.
+int l2_mode(const Overrides& o) { return o.l2_hint >= 0 ? o.l2_hint : 1; }
+
 // sm90's rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the H200's, 2026-11-28):
 // CUTE_GEMM_FAST_HBM=1 / 0, unset: from the GPU's peak bandwidth per SM.
 bool hbm_fast(const Problem& p, const Overrides& o) {
@@ -345,11 +350,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.pdl = o.pdl != 0 && plan.x_copy == Plan::XCopy::kNone &&
              (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged);
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
-  // The L2 policies of the sm90 TMA loads: mode 1 (an operand read once evict-first) unless
-  // CUTE_GEMM_L2_HINT names another; which operand it marks depends on the launched row's tiles
-  // (sm90::l2_policies). Mode 1 took 3-8 % off decode and few-tile GEMMs and changed no other
-  // shape (docs/tuning.md section 24). The narrow kernels read with cp.async, not TMA.
-  plan.l2_hint = !plan.sm90 || plan.sm90_narrow ? 0 : o.l2_hint >= 0 ? o.l2_hint : 1;
+  plan.l2_hint = plan.sm90 && !plan.sm90_narrow ? l2_mode(o) : 0;  // the narrow kernels read with cp.async
   plan.stream_k_knob = o.stream_k;
   choose_row(plan, p, o);
   if (!plan.error.empty()) return plan;

@@ -13,6 +13,8 @@ bool choose_family(Plan& plan, const Problem& p, const Overrides& o);
 bool hbm_fast(const Problem& p, const Overrides& o);
 // K tiles of row `cfg` of the sm90 table: the most K slices a call can take.
 int64_t k_tiles(const Problem& p, int cfg);
+// The L2 policies' mode of an sm90 TMA launch (sm90::l2_policies): CUTE_GEMM_L2_HINT, else mode 1.
+int l2_mode(const Overrides& o);
 // gated_mm's plan (plan_for's for Problem::gated).
 Plan gated_plan(Plan plan, const Problem& p, const Overrides& o);
 
