@@ -453,6 +453,17 @@ def knobs(settings: dict[str, str]):
         os.environ.update({k: v for k, v in saved.items() if v is not None})
 
 
+def ignored_knobs_note(environ) -> str | None:
+    """The knobs of KNOBS set in `environ`: knobs() clears them for every implementation, so that
+    each variant is what its name says; a run under such a knob would otherwise look like it took
+    effect. None where none is set."""
+    unused = [f"{k}={environ[k]}" for k in KNOBS if k in environ]
+    if not unused:
+        return None
+    return (f"# note: {', '.join(unused)} from the environment is not used: each column sets its own knobs "
+            "(name a variant instead, e.g. --variants auto,l2first)")
+
+
 def finish_row(row: dict, peak: float | None) -> dict:
     """Add the derived columns (FLOP, bytes, TFLOP/s, % of peak, GB/s, x torch.mm) to a row whose
     implementations carry measured times."""
@@ -813,6 +824,8 @@ def main(argv=None) -> int:
         except Exception as e:  # triton raises more than ImportError when its install is broken
             print(f"# note: no Triton column: bench/triton_mm.py could not be loaded ({first_line(e)})")
 
+    if note := ignored_knobs_note(os.environ):
+        print(note)
     env = environment(torch, cute_gemm, triton_mm, args, argv)
     plan = plan_shapes(args.suite, args.shapes)
     l2 = env["l2_bytes"] or 50 * 2**20

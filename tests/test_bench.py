@@ -123,6 +123,13 @@ def test_knobs_restore_everything_they_set(monkeypatch):
     assert os.environ["CUTE_GEMM_FAMILY"] == "sm80" and "CUTE_GEMM_SM80_CONFIG" not in os.environ
 
 
+def test_knobs_in_the_environment_are_named_as_unused():
+    assert bench.ignored_knobs_note({"CUTE_GEMM_GROUP_M": "2", "HOME": "/root"}) is None
+    note = bench.ignored_knobs_note({"CUTE_GEMM_L2_HINT": "1", "CUTE_GEMM_SPLITS": "2"})
+    assert note.startswith("# note: ") and "CUTE_GEMM_SPLITS=2" in note and "CUTE_GEMM_L2_HINT=1" in note
+    assert "--variants" in note
+
+
 def test_family_is_a_shorthand_and_auto_is_always_timed(capsys):
     assert bench.parse_args([]).variants == ["auto"]
     assert bench.parse_args(["--family", "sm80"]).variants == ["auto", "sm80"]
