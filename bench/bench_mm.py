@@ -460,7 +460,7 @@ def ignored_knobs_note(environ) -> str | None:
     unused = [f"{k}={environ[k]}" for k in KNOBS if k in environ]
     if not unused:
         return None
-    return (f"# note: {', '.join(unused)} from the environment is not used: each column sets its own knobs "
+    return (f"# note: not used from the environment: {', '.join(unused)}; each column sets its own knobs "
             "(name a variant instead, e.g. --variants auto,l2first)")
 
 
