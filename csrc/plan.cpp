@@ -16,8 +16,8 @@ std::string num(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 // Mode 1 (an operand that the launch reads once evict-first; which operand depends on the row's
-// tiles) took 3-8 % off the decode and few-tile GEMMs, 3.5-6 us a call after another kernel, and
-// moved no other shape (docs/tuning.md section 24); mode 2 measured as mode 1.
+// tiles) took 3-8 % off the decode and few-tile GEMMs, 3.7-6.1 us a call after another kernel, and
+// moved no other shape (docs/tuning.md section 24); mode 2 measured within 2 % of it.
 int l2_mode(const Overrides& o) { return o.l2_hint >= 0 ? o.l2_hint : 1; }
 
 // sm90's rules for fast HBM (sm90/configs.h, kFastHbmMBsPerSm: the H200's, 2026-11-28):

@@ -7,6 +7,8 @@ import pytest
 
 from cute_gemm import _build_paths as bp
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def _fake_cutlass(root: Path) -> Path:
     inc = root / "include"
@@ -105,9 +107,8 @@ def test_sm90a_detection():
 
 
 def test_config_tables_parse():
-    repo = Path(__file__).resolve().parent.parent
     for family in ("sm80", "sm90"):
-        names = bp.config_names(repo / "csrc" / family / "configs.h")
+        names = bp.config_names(REPO / "csrc" / family / "configs.h")
         assert names and len(set(names)) == len(names)
 
 
@@ -115,18 +116,17 @@ def test_instantiation_files_match_the_tables():
     """csrc/instantiations/ holds exactly the files generate.py writes from the config tables, with
     the text it writes (a missing kernel is a link error; a stale one compiles a kernel nothing
     calls). tests/test_reachable.py checks the set against the choosers."""
-    repo = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("_generate", repo / "csrc" / "instantiations" / "generate.py")
+    spec = importlib.util.spec_from_file_location("_generate", REPO / "csrc" / "instantiations" / "generate.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     for family in gen.FAMILIES:
-        rows = range(len(bp.config_names(repo / "csrc" / family / "configs.h")))
-        narrow = gen.narrow_configs(repo / "csrc" / family / "configs.h")
+        rows = range(len(bp.config_names(REPO / "csrc" / family / "configs.h")))
+        narrow = gen.narrow_configs(REPO / "csrc" / family / "configs.h")
         assert narrow and set(narrow) <= set(rows)
-    assert set(gen.row_list(repo / "csrc" / "sm80" / "configs.h", "kPlainConfigs")) <= set(range(
-        len(bp.config_names(repo / "csrc" / "sm80" / "configs.h"))))
+    assert set(gen.row_list(REPO / "csrc" / "sm80" / "configs.h", "kPlainConfigs")) <= set(range(
+        len(bp.config_names(REPO / "csrc" / "sm80" / "configs.h"))))
     expected = gen.files()
-    on_disk = {p.name: p.read_text() for p in (repo / "csrc" / "instantiations").glob("*.cu")}
+    on_disk = {p.name: p.read_text() for p in (REPO / "csrc" / "instantiations").glob("*.cu")}
     assert sorted(on_disk) == sorted(expected)
     assert on_disk == expected, "run python csrc/instantiations/generate.py"
 
@@ -134,6 +134,5 @@ def test_instantiation_files_match_the_tables():
 def test_readme_counts_the_kernel_files():
     """The README's install section says how many kernel files a build compiles (and so how long
     it takes): the count must follow the instantiation files."""
-    repo = Path(__file__).resolve().parent.parent
-    files = len(list((repo / "csrc" / "instantiations").glob("*.cu")))
-    assert f"({files} kernel files" in (repo / "README.md").read_text()
+    files = len(list((REPO / "csrc" / "instantiations").glob("*.cu")))
+    assert f"({files} kernel files" in (REPO / "README.md").read_text()

@@ -128,7 +128,7 @@ struct EpilogueC {
         c_staged(!kLean && p.c_staged),
         leader(ctid_ % 128 == 0) {}
 
-  // C rows that TMA cannot store: write_staged_rows, above.
+  // C rows that TMA cannot store: write_staged_rows (sm90/staged_rows.h).
   CUTE_DEVICE void write_slice(int c, int j, int buf) {
     const BatchTile t = smem.c_tile[c];
     write_staged_rows<Tr>(staging_c<Tr>(smem), buf, c, static_cast<CT*>(p.c) + t.l * p.batch_c, p.ldc,
