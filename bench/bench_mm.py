@@ -43,12 +43,15 @@ SUITES = {
     "few-tiles": [(128, 8192, 8192), (128, 4096, 14336), (512, 1024, 8192), (256, 7168, 2048)],
     "unaligned": [(574, 574, 574), (2050, 2050, 2050), (4097, 4095, 4103), (8192, 8192, 8191)],
     "small": [(256, 256, 256), (1024, 1024, 1024), (81920, 256, 256)],
-    # The GEMMs of bench/bench_models.py's layers as their forward runs them (M tokens, N outputs,
-    # K inputs; the nt layout; nn and tn time the same sizes in the backward's layouts): a
-    # GPT-2-medium width training step (8 x 1024 tokens: QKV, attention out, MLP in, MLP out, the
-    # vocabulary head), a Llama-3-8B layer over 2048 tokens of prefill (QKV with 8 KV heads, O,
-    # gate or up, down) and at 16 tokens of decode.
+    # The GEMMs of bench/bench_models.py's layers: a GPT-2-medium width training step (8 x 1024
+    # tokens: QKV, attention out, MLP in, MLP out, the vocabulary head) as its forward runs them (M
+    # tokens, N outputs, K inputs; x @ w.t() is the nt layout), then the backward's sizes that the
+    # forward's lack: the weights' gradients (M outputs, N inputs, K tokens; dy.t() @ x is tn) and
+    # the inputs' (M tokens, N inputs, K outputs; dy @ w is nn); a Llama-3-8B layer over 2048 tokens
+    # of prefill (QKV with 8 KV heads, O, gate or up, down) and at 16 tokens of decode.
     "models": [(8192, 3072, 1024), (8192, 1024, 1024), (8192, 4096, 1024), (8192, 1024, 4096), (8192, 50304, 1024),
+               (3072, 1024, 8192), (1024, 1024, 8192), (4096, 1024, 8192), (1024, 4096, 8192), (50304, 1024, 8192),
+               (8192, 1024, 3072), (8192, 1024, 50304),
                (2048, 6144, 4096), (2048, 4096, 4096), (2048, 14336, 4096), (2048, 4096, 14336),
                (16, 6144, 4096), (16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336)],
 }

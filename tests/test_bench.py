@@ -42,8 +42,8 @@ def test_default_is_every_suite_with_each_shape_timed_once():
     args = bench.parse_args([])
     assert args.suite == list(bench.SUITES)
     plan = bench.plan_shapes(args.suite, args.shapes)
-    assert [len(bench.SUITES[s]) for s in bench.SUITES] == [4, 5, 4, 4, 4, 3, 13]
-    assert len(plan) == 34  # 1024^3 is in square and small, 16x4096x4096 and 16x14336x4096 in decode and models
+    assert [len(bench.SUITES[s]) for s in bench.SUITES] == [4, 5, 4, 4, 4, 3, 20]
+    assert len(plan) == 41  # 1024^3 is in square and small, 16x4096x4096 and 16x14336x4096 in decode and models
     assert plan[(1024, 1024, 1024)] == ["square", "small"]
     assert plan[(16, 14336, 4096)] == ["decode", "models"]
     assert plan[(1, 28672, 8192)] == ["decode"]
