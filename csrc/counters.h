@@ -1,4 +1,5 @@
-// The arrival counters of split-K and stream-K (SM90 family): zeroed before each launch.
+// The arrival counters of split-K and stream-K (SM90 family): zeroed where they are made (the
+// default stream's buffer, launch.cpp) or before the launch (a call's own); the kernel leaves them zeroed.
 #pragma once
 
 #include <cstdint>

@@ -74,7 +74,7 @@ struct GemmParams {
 
   // Split-K (SM90 family): each output tile's K range in `splits` slices, computed by different
   // blocks; each leaves its fp32 partial in `workspace` (kBM x kBN floats per tile and slice) and
-  // counts itself in flags[tile] (zeroed by the host before the launch); the last sums them.
+  // counts itself in flags[tile] (zero at the launch; the last piece to count sums them and zeroes it).
   int splits = 1;
   float* workspace = nullptr;
   int* flags = nullptr;

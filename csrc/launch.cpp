@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +20,34 @@
 #include "sm90/configs.h"
 
 namespace cute_gemm {
+namespace {
+
+// The split-K and stream-K arrival counters of an eager call on the device's default stream: one
+// buffer per device, which every split launch leaves as it found it, zeroed (the last piece of a
+// tile resets the tile's counter, sm90/split_k.h), so that such a call runs no zeroing kernel of
+// its own. Zeroed once, when made or grown; the calls of that stream run in order, so one buffer
+// serves them all. Other streams (torch's pool, external ones, whose handles a library may
+// destroy and reuse) take counters of their own per call. Returns the buffer, which the caller
+// holds until its launch is queued (a grow by another thread then frees the old one only after
+// it, in stream order), or an undefined tensor where the call takes its own.
+at::Tensor default_stream_counters(int64_t n, bool pdl, cudaStream_t stream, cudaError_t& error) {
+  const int device = at::cuda::current_device();
+  if (stream != at::cuda::getDefaultCUDAStream(device).stream() || stream == cudaStreamPerThread) return {};
+  static std::mutex mutex;
+  static auto* buffers = new std::map<int, at::Tensor>();  // never freed: no teardown after the CUDA context's
+  const std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& buffer = (*buffers)[device];
+  if (!buffer.defined() || buffer.numel() < n) {
+    const auto options = at::TensorOptions().dtype(at::kInt).device(at::kCUDA, device);
+    at::Tensor grown = at::empty({std::max<int64_t>(n, 4096)}, options);
+    error = zero_counters(grown.data_ptr<int>(), grown.numel(), pdl, stream);
+    if (error != cudaSuccess) return {};
+    buffer = grown;  // only once zeroed: a failed zeroing leaves no unzeroed buffer behind
+  }
+  return buffer;
+}
+
+}  // namespace
 
 Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides& o, at::ScalarType in_dtype,
                        const Operand& A, const Operand& B, const at::Tensor& target, const PlannedX& px,
@@ -88,9 +118,11 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
 }
 
 // Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K: fp32
-// partials of every slice of every tile and one arrival counter per tile, zeroed here, all from
-// torch's caching allocator on this stream. The SM90 family makes one launch (per_launch == batch
-// below), so the counters serve one launch only.
+// partials of every slice of every tile from torch's caching allocator on this stream, and one
+// arrival counter per tile: on the default stream its buffer's (default_stream_counters); on
+// another stream, or while a stream captures a CUDA graph (which may replay on any stream, beside
+// eager calls), the call's own, after the partials, zeroed by a small kernel before the GEMM. The
+// SM90 family makes one launch (per_launch == batch below), so a counter serves one launch at a time.
 cudaError_t Launch::operator()(int cfg, int splits) const {
   const bool sm90 = plan.sm90, tf32 = plan.tf32;
   Launcher launch = nullptr;
@@ -114,7 +146,7 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
   }
   GemmParams r = p;
   r.splits = splits;
-  at::Tensor workspace;
+  at::Tensor workspace, counters;
   int64_t sm90_tiles = 0;  // SM90: block tiles of one batch
   if (sm90) {
     const sm90::TileConfig& tc = sm90::kConfigs[cfg];
@@ -137,10 +169,21 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
     }
     if (shared_tiles > 0) {
       const int64_t partials = shared_tiles * parts * tc.bm * tc.bn;
-      workspace = at::empty({partials + shared_tiles}, float_options);
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) return e;
+      cudaError_t error = cudaSuccess;
+      if (capture == cudaStreamCaptureStatusNone) {
+        counters = default_stream_counters(shared_tiles, p.pdl, stream, error);
+      }
+      if (error != cudaSuccess) return error;
+      workspace = at::empty({partials + (counters.defined() ? 0 : shared_tiles)}, float_options);
       r.workspace = workspace.data_ptr<float>();
-      r.flags = reinterpret_cast<int*>(r.workspace + partials);
-      if (cudaError_t e = zero_counters(r.flags, shared_tiles, p.pdl, stream); e != cudaSuccess) return e;
+      if (counters.defined()) {
+        r.flags = counters.data_ptr<int>();
+      } else {
+        r.flags = reinterpret_cast<int*>(r.workspace + partials);
+        if (cudaError_t e = zero_counters(r.flags, shared_tiles, p.pdl, stream); e != cudaSuccess) return e;
+      }
     }
   }
   TORCH_CHECK(launch != nullptr, "cute_gemm: this development build (CUTE_GEMM_LAYOUTS) has no kernel for operands ",

@@ -157,6 +157,65 @@ def test_split_k(splits, config, layout, monkeypatch):
         check_reproducible(make_operand(m, k, layout[0], dtype), make_operand(k, n, layout[1], dtype))
 
 
+def test_split_counters_of_streams_and_graphs(monkeypatch):
+    """A split call's arrival counters: on the default stream, one buffer that every split launch
+    leaves zeroed (launch.cpp, default_stream_counters); on other streams and in CUDA graphs, the
+    call's own. Split calls of other tile and slice counts and a stream-K tail, eagerly on the
+    default stream and on a side stream at once, with a graph of the same calls (captured on the
+    side stream) replayed on a third stream beside them: every result right and the same bits
+    each round. A counter left nonzero sums its tile too early, or never (the NaN-poisoned
+    output then shows it: every C here is written in place, N % 8 == 0)."""
+    use_family(monkeypatch, "sm90")
+    torch.manual_seed(13)
+    dtype = torch.bfloat16
+    # (M, N, K, CUTE_GEMM_SPLITS, CUTE_GEMM_STREAM_K)
+    calls = [(300, 520, 2056, "3", "0"), (129, 264, 4104, "2", "0"), (16, 4096, 1024, "7", "0"),
+             (2176, 2176, 2048, "1", "1"), (300, 520, 2056, "2", "0")]
+    operands = [(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype)) for m, n, k, _, _ in calls]
+
+    def knobs(splits, stream_k):
+        monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
+        monkeypatch.setenv("CUTE_GEMM_STREAM_K", stream_k)
+
+    for (a, b), (_, _, _, splits, stream_k) in zip(operands, calls):
+        knobs(splits, stream_k)
+        plan = cute_gemm.explain(a, b)
+        assert int(plan["splits"]) > 1 or int(plan["stream_k_tiles"]) > 0, plan
+        assert plan["c"] == "in place", plan
+
+    def run_all():
+        outs = []
+        for (a, b), (_, _, _, splits, stream_k) in zip(operands, calls):
+            knobs(splits, stream_k)
+            out = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=dtype)
+            outs.append(cute_gemm.mm(a, b, out=out))
+        return outs
+
+    first = run_all()
+    for out, (a, b) in zip(first, operands):
+        assert not out.isnan().any() and rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
+    side, third = torch.cuda.Stream(), torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph
+        run_all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        graph_outs = run_all()
+    torch.cuda.synchronize()
+    for _ in range(3):
+        third.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(third):
+            graph.replay()
+        with torch.cuda.stream(side):
+            on_side = run_all()
+        eager = run_all()
+        eager_again = run_all()
+        torch.cuda.synchronize()
+        for outs in (eager, graph_outs, on_side, eager_again):
+            for out, want in zip(outs, first):
+                assert torch.equal(out, want)
+
+
 @pytest.mark.parametrize("row", [8, 12])
 def test_three_consumer_rows_run_whole_tiles(row, monkeypatch):
     """Rows 8 (192x192) and 12 (192x128), three consumer warpgroups, run whole tiles only: a forced

@@ -49,9 +49,13 @@ struct TilePieces {
     cutlass::arch::NamedBarrier::sync(kThreadsC, barrier);
     if (ctid == 0) {
       // Release the block's partial (ordered before this thread by the barrier), count it,
-      // and acquire the others' if this was the last slice to arrive.
+      // and acquire the others' if this was the last slice to arrive. Every piece has then
+      // counted: the last leaves the counter zeroed for the next launch (the default stream's
+      // counters serve each split launch on it in turn, launch.cpp).
       __threadfence();
-      smem.split_last = atomicAdd(p.flags + tile_id, 1) == unit.parts - 1;
+      const bool last = atomicAdd(p.flags + tile_id, 1) == unit.parts - 1;
+      if (last) p.flags[tile_id] = 0;
+      smem.split_last = last;
       __threadfence();
     }
     cutlass::arch::NamedBarrier::sync(kThreadsC, barrier);
