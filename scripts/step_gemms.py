@@ -2,6 +2,13 @@
 
     python3 -P scripts/step_gemms.py                  # bf16 parameters
     python3 -P scripts/step_gemms.py --amp            # float32 parameters, bf16 autocast
+    python3 -P scripts/step_gemms.py --decode 1       # the decode step at M = 1 instead
+
+--decode M: the models benchmark's Llama-3-8B decode step (8 layers, 1024 cached tokens) at M
+tokens, eager (the benchmark replays it in a CUDA graph; a kernel's duration is the same), torch's
+layers against cute_gemm.optimize's (gated_mm included). Its "alone" times replay a call on the
+same weights, which then stay in the L2 where they fit: in the step each layer's weights come from
+HBM, so read the in-step column there.
 
 The GPT-style step of bench/bench_models.py runs once with torch.nn.Linear and once with
 cute_gemm.nn.Linear. Every GEMM call (aten mm / addmm / bmm, cute_gemm's ops) is labelled through a
@@ -52,6 +59,10 @@ def describe(func, args):
         a, b = args[1], args[2]
     elif name.startswith(("aten.bmm", "cute_gemm.bmm")):
         a, b = args[0], args[1]
+    elif name.startswith("cute_gemm.gated_mm"):  # x, w_gate, w_up: the gate's and the up's columns
+        a, b = args[0], args[1].t()
+        m, k, n = a.size(-2), a.size(-1), 2 * b.size(-1)
+        return f"{m}x{n}x{k} {layout(a)}{layout(b)} gated_mm"
     else:
         return None
     m, k, n = a.size(-2), a.size(-1), b.size(-1)
@@ -137,34 +148,75 @@ def main() -> int:
     ap.add_argument("--amp", action="store_true", help="float32 parameters under bf16 autocast")
     ap.add_argument("--pdl", action="store_true", help="leave CUTE_GEMM_PDL as it is (overlapping kernels)")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--decode", type=int, metavar="M", help="the decode step at M tokens instead of training")
     args = ap.parse_args()
     if not args.pdl:
         os.environ["CUTE_GEMM_PDL"] = "0"
     bm = load("bench_models", ROOT / "bench" / "bench_models.py")
     import cute_gemm
 
+    steps = decode_steps(bm, cute_gemm, args.decode) if args.decode else train_steps(bm, cute_gemm, args.amp)
+    report(steps, args.steps)
+    return 0
+
+
+def decode_steps(bm, cute_gemm, tokens: int) -> dict:
+    """torch's and cute_gemm's decode step of bench_models' Llama layers at `tokens` tokens."""
+    _, LlamaLayer = bm.build_modules(torch)
+    cfg = bm.LLAMA3_8B
+    hd = cfg["d"] // cfg["heads"]
+    torch.manual_seed(0)
+    layers = torch.nn.ModuleList(LlamaLayer(**cfg) for _ in range(bm.DECODE_LAYERS)).to("cuda", torch.bfloat16).eval()
+    with torch.no_grad():
+        for p in layers.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.02)
+    x = torch.randn(tokens, 1, cfg["d"], device="cuda", dtype=torch.bfloat16)
+    cos, sin = bm.rope_tables(torch, torch.arange(bm.DECODE_CONTEXT, bm.DECODE_CONTEXT + 1, device="cuda"), hd,
+                              torch.bfloat16)
+    caches = [tuple(torch.randn(tokens, cfg["kv_heads"], bm.DECODE_CONTEXT + 1, hd, device="cuda",
+                                dtype=torch.bfloat16) for _ in range(2)) for _ in layers]
+    steps = {}
+    for name, mods in (("torch", layers), ("cute_gemm", bm.swap_linears(torch, cute_gemm, copy.deepcopy(layers)))):
+        def step(mods=mods):
+            with torch.no_grad():
+                h = x
+                for layer, cache in zip(mods, caches):
+                    h = layer(h, cos, sin, cache)
+
+        steps[name] = step
+    return steps
+
+
+def train_steps(bm, cute_gemm, amp: bool) -> dict:
+    """torch's and cute_gemm's training step of bench_models' GPT-style model."""
     GPT, _ = bm.build_modules(torch)
     cfg = bm.GPT2_MEDIUM
     torch.manual_seed(0)
-    model = GPT(**cfg).to("cuda", torch.float32 if args.amp else torch.bfloat16)
+    model = GPT(**cfg).to("cuda", torch.float32 if amp else torch.bfloat16)
     idx = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"] + 1), device="cuda")
     steps = {}
     for name, m in (("torch", model), ("cute_gemm", bm.swap_linears(torch, cute_gemm, copy.deepcopy(model)))):
         opt = torch.optim.AdamW(m.parameters(), lr=3e-4, fused=True)
 
         def step(m=m, opt=opt):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.amp):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                 logits = m(idx[:, :-1])
             torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten()).backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
 
         steps[name] = step
+    return steps
+
+
+def report(steps: dict, n_steps: int) -> None:
+    """Profiles both steps and prints the per-GEMM table and the kernels whose counts differ."""
     # Profiled in turn, twice each, the second round kept: clocks and heat reach both alike.
     results = {}
     for _ in range(2):
         for name, step in steps.items():
-            results[name] = profile_step(step, args.steps)
+            results[name] = profile_step(step, n_steps)
 
     (tl, tk), (cl, ck) = results["torch"], results["cute_gemm"]
 
@@ -183,7 +235,7 @@ def main() -> int:
             # The kernels the calls launched, most frequent first (the GEMM's own, then copies,
             # counters, memsets), with their launches per call.
             row["torch_k" if impl == "torch" else "cute_k"] = ", ".join(
-                f"{short(name)} x{c / (n * args.steps):.2g}" for name, c in ks.most_common(3))
+                f"{short(name)} x{c / (n * n_steps):.2g}" for name, c in ks.most_common(3))
     print("us per step; in the step (the profile) and alone (alone_us, times the calls per step)")
     print(f"{'shape layout':24} {'calls':>5} {'torch':>8} {'alone':>8} {'cute':>8} {'alone':>8} {'x torch':>7} "
           f"{'alone':>6}  kernels: torch | cute_gemm")
@@ -199,7 +251,6 @@ def main() -> int:
     for name in sorted(set(tk) | set(ck)):
         if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:
             print(f"  {tk.get(name, 0):5.1f} {ck.get(name, 0):5.1f}  {name[:110]}")
-    return 0
 
 
 if __name__ == "__main__":

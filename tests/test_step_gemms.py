@@ -29,6 +29,16 @@ def test_batched_and_other_ops():
     assert S.describe(torch.ops.aten.add.Tensor, (a, a)) is None
 
 
+def test_gated_mm_is_labelled_with_both_projections_columns():
+    class GatedMm:  # the op's name as the dispatch mode prints it (no build needed)
+        def __str__(self):
+            return "cute_gemm.gated_mm.default"
+
+    x, w_gate, w_up = torch.randn(16, 64), torch.randn(96, 64), torch.randn(96, 64)
+    # x @ [w_gate; w_up]^T: 2 x 96 columns over K = 64, the weights read transposed
+    assert S.describe(GatedMm(), (x, w_gate, w_up)) == "16x192x64 nt gated_mm"
+
+
 def test_kernel_names_are_cut_to_what_tells_them_apart():
     name = ("void cute_gemm::sm90::gemm_kernel<cute_gemm::sm90::KernelTraits<(cute_gemm::DType)1, false, true, 12, "
             "false>, false, {}>(cute_gemm::sm90::KernelParams<...>)")
