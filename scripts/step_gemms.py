@@ -53,19 +53,18 @@ def layout(t):
 def describe(func, args):
     """'MxNxK ab' (and the op) for a GEMM op, None for anything else."""
     name = str(func)
+    weights = 1  # B's column blocks: gated_mm's x, w_gate, w_up compute the gate's and the up's columns
     if name.startswith(("aten.mm", "cute_gemm.mm")):
         a, b = args[0], args[1]
     elif name.startswith(("aten.addmm", "cute_gemm.addmm")):
         a, b = args[1], args[2]
     elif name.startswith(("aten.bmm", "cute_gemm.bmm")):
         a, b = args[0], args[1]
-    elif name.startswith("cute_gemm.gated_mm"):  # x, w_gate, w_up: the gate's and the up's columns
-        a, b = args[0], args[1].t()
-        m, k, n = a.size(-2), a.size(-1), 2 * b.size(-1)
-        return f"{m}x{n}x{k} {layout(a)}{layout(b)} gated_mm"
+    elif name.startswith("cute_gemm.gated_mm"):
+        a, b, weights = args[0], args[1].t(), 2
     else:
         return None
-    m, k, n = a.size(-2), a.size(-1), b.size(-1)
+    m, k, n = a.size(-2), a.size(-1), weights * b.size(-1)
     batch = f"{a.size(0)}x" if a.dim() == 3 else ""
     op = name.split(".")[1]
     return f"{batch}{m}x{n}x{k} {layout(a)}{layout(b)} {op}"
