@@ -138,8 +138,9 @@ def profile_step(step, steps: int):
             {name: c / steps for name, c in counts.items()})
 
 
-def ratio(torch_us: float, cute_us: float) -> float:
-    return torch_us / cute_us if cute_us > 0 else float("nan")
+def ratio(torch_us: float, cute_us: float) -> str:
+    """torch's time over cute_gemm's; '-' where one side made no such call (gated_mm's shape)."""
+    return f"{torch_us / cute_us:.2f}" if torch_us > 0 and cute_us > 0 else "-"
 
 
 def main() -> int:
@@ -242,10 +243,14 @@ def report(steps: dict, n_steps: int) -> None:
     for k, row in sorted(merged.items(), key=lambda kv: -(kv[1]["cute_gemm"][1] - kv[1]["torch"][1])):
         cells = [row["torch"][1], row["torch"][2], row["cute_gemm"][1], row["cute_gemm"][2]]
         totals = [a + b for a, b in zip(totals, cells)]
-        print(f"{k:24} {row['torch'][0]:5.0f} " + " ".join(f"{x:8.1f}" for x in cells)
-              + f" {ratio(cells[0], cells[2]):7.2f} {ratio(cells[1], cells[3]):6.2f}  {row['torch_k']} | {row['cute_k']}")
+        calls = f"{row['torch'][0]:.0f}" if row["torch"][0] else f"{row['cute_gemm'][0]:.0f}c"
+        print(f"{k:24} {calls:>5} " + " ".join(f"{x:8.1f}" for x in cells)
+              + f" {ratio(cells[0], cells[2]):>7} {ratio(cells[1], cells[3]):>6}  {row['torch_k']} | {row['cute_k']}")
     print(f"{'all GEMMs':24} {'':5} " + " ".join(f"{x:8.1f}" for x in totals)
-          + f" {ratio(totals[0], totals[2]):7.2f} {ratio(totals[1], totals[3]):6.2f}")
+          + f" {ratio(totals[0], totals[2]):>7} {ratio(totals[1], totals[3]):>6}")
+    if any(d.endswith(" gated_mm") for d in cl):
+        print("(Nc: cute_gemm's calls where torch made none: gated_mm's M x 2N x K stands for torch's gate and "
+              "up GEMMs, two calls of M x N x K, and its silu and product kernels, which are not in these rows)")
     print("\nkernels whose launches per step differ (torch, cute_gemm):")
     for name in sorted(set(tk) | set(ck)):
         if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:

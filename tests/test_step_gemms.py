@@ -46,4 +46,5 @@ def test_kernel_names_are_cut_to_what_tells_them_apart():
     assert S.short(name.format("true")) == "cute 1,false,true,12,false lean"
     assert S.short(name.replace("false>, false,", "false>, true,").format("false")) == "cute 1,false,true,12,false offload"
     assert S.short("nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN") == "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN"
-    assert S.ratio(2.0, 4.0) == 0.5
+    assert S.ratio(2.0, 4.0) == "0.50"
+    assert S.ratio(0.0, 4.0) == S.ratio(2.0, 0.0) == "-"
