@@ -321,19 +321,35 @@ def train_rows(torch, cute_gemm, amp: bool, args) -> list[dict]:
     return [finish(row)]
 
 
-def inference_rows(torch, cute_gemm, decode: bool, args) -> list[dict]:
-    """Prefill over each token count, or a decode step at each M: every impl against a float32 copy."""
+def llama_layers(torch, n_layers: int, dtype):
+    """n_layers Llama-3-8B layers on the GPU in eval mode, seeded, their weights at Llama-like scale."""
     _, LlamaLayer = build_modules(torch)
-    cfg = LLAMA3_8B
-    dtype = torch.bfloat16
-    hd = cfg["d"] // cfg["heads"]
     torch.manual_seed(0)
-    n_layers = DECODE_LAYERS if decode else PREFILL_LAYERS
-    layers = torch.nn.ModuleList(LlamaLayer(**cfg) for _ in range(n_layers)).to("cuda", dtype).eval()
+    layers = torch.nn.ModuleList(LlamaLayer(**LLAMA3_8B) for _ in range(n_layers)).to("cuda", dtype).eval()
     with torch.no_grad():
         for p in layers.parameters():  # Llama-like scale: activations stay O(1) through the layers
             if p.dim() == 2:
                 p.normal_(0, 0.02)
+    return layers
+
+
+def decode_caches(torch, batch: int, n_layers: int, dtype) -> list:
+    """Each layer's (k, v): DECODE_CONTEXT cached tokens and one slot for the step's token (written
+    in place each step: a static cache; concatenating the whole cache every step would cost more
+    than the step's GEMMs at M = 64)."""
+    cfg = LLAMA3_8B
+    shape = (batch, cfg["kv_heads"], DECODE_CONTEXT + 1, cfg["d"] // cfg["heads"])
+    return [(torch.randn(shape, device="cuda", dtype=dtype), torch.randn(shape, device="cuda", dtype=dtype))
+            for _ in range(n_layers)]
+
+
+def inference_rows(torch, cute_gemm, decode: bool, args) -> list[dict]:
+    """Prefill over each token count, or a decode step at each M: every impl against a float32 copy."""
+    cfg = LLAMA3_8B
+    dtype = torch.bfloat16
+    hd = cfg["d"] // cfg["heads"]
+    n_layers = DECODE_LAYERS if decode else PREFILL_LAYERS
+    layers = llama_layers(torch, n_layers, dtype)
 
     def run(mods, x, cos, sin, caches):
         for i, layer in enumerate(mods):
@@ -356,11 +372,7 @@ def inference_rows(torch, cute_gemm, decode: bool, args) -> list[dict]:
         x = torch.randn(batch, t, cfg["d"], device="cuda", dtype=dtype)
         positions = torch.arange(DECODE_CONTEXT, DECODE_CONTEXT + 1) if decode else torch.arange(t)
         cos, sin = rope_tables(torch, positions.cuda(), hd, dtype)
-        # The cached tokens and one slot for the step's token (written in place each step: a static
-        # cache; concatenating the whole cache every step would cost more than the step's GEMMs at M = 64).
-        caches = [(torch.randn(batch, cfg["kv_heads"], DECODE_CONTEXT + 1, hd, device="cuda", dtype=dtype),
-                   torch.randn(batch, cfg["kv_heads"], DECODE_CONTEXT + 1, hd, device="cuda", dtype=dtype))
-                  for _ in range(n_layers)] if decode else None
+        caches = decode_caches(torch, batch, n_layers, dtype) if decode else None
         with torch.no_grad():
             ref = reference(x.float(), cos.float(), sin.float(),
                             [(k.float(), v.float()) for k, v in caches] if caches else None)

@@ -162,20 +162,12 @@ def main() -> int:
 
 def decode_steps(bm, cute_gemm, tokens: int) -> dict:
     """torch's and cute_gemm's decode step of bench_models' Llama layers at `tokens` tokens."""
-    _, LlamaLayer = bm.build_modules(torch)
-    cfg = bm.LLAMA3_8B
-    hd = cfg["d"] // cfg["heads"]
-    torch.manual_seed(0)
-    layers = torch.nn.ModuleList(LlamaLayer(**cfg) for _ in range(bm.DECODE_LAYERS)).to("cuda", torch.bfloat16).eval()
-    with torch.no_grad():
-        for p in layers.parameters():
-            if p.dim() == 2:
-                p.normal_(0, 0.02)
-    x = torch.randn(tokens, 1, cfg["d"], device="cuda", dtype=torch.bfloat16)
-    cos, sin = bm.rope_tables(torch, torch.arange(bm.DECODE_CONTEXT, bm.DECODE_CONTEXT + 1, device="cuda"), hd,
-                              torch.bfloat16)
-    caches = [tuple(torch.randn(tokens, cfg["kv_heads"], bm.DECODE_CONTEXT + 1, hd, device="cuda",
-                                dtype=torch.bfloat16) for _ in range(2)) for _ in layers]
+    cfg, dtype = bm.LLAMA3_8B, torch.bfloat16
+    layers = bm.llama_layers(torch, bm.DECODE_LAYERS, dtype)
+    x = torch.randn(tokens, 1, cfg["d"], device="cuda", dtype=dtype)
+    cos, sin = bm.rope_tables(torch, torch.arange(bm.DECODE_CONTEXT, bm.DECODE_CONTEXT + 1, device="cuda"),
+                              cfg["d"] // cfg["heads"], dtype)
+    caches = bm.decode_caches(torch, tokens, bm.DECODE_LAYERS, dtype)
     steps = {}
     for name, mods in (("torch", layers), ("cute_gemm", bm.swap_linears(torch, cute_gemm, copy.deepcopy(layers)))):
         def step(mods=mods):
