@@ -27,12 +27,16 @@ namespace {
 // tile resets the tile's counter, sm90/split_k.h), so that such a call runs no zeroing kernel of
 // its own. Zeroed once, when made or grown; the calls of that stream run in order, so one buffer
 // serves them all. Other streams (torch's pool, external ones, whose handles a library may
-// destroy and reuse) take counters of their own per call. Returns the buffer, which the caller
+// destroy and reuse) take counters of their own per call, and so does a call captured into a CUDA
+// graph, which may replay on any stream, beside eager calls. Returns the buffer, which the caller
 // holds until its launch is queued (a grow by another thread then frees the old one only after
 // it, in stream order), or an undefined tensor where the call takes its own.
 at::Tensor default_stream_counters(int64_t n, bool pdl, cudaStream_t stream, cudaError_t& error) {
   const int device = at::cuda::current_device();
   if (stream != at::cuda::getDefaultCUDAStream(device).stream() || stream == cudaStreamPerThread) return {};
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  error = cudaStreamIsCapturing(stream, &capture);
+  if (error != cudaSuccess || capture != cudaStreamCaptureStatusNone) return {};
   static std::mutex mutex;
   static auto* buffers = new std::map<int, at::Tensor>();  // never freed: no teardown after the CUDA context's
   const std::lock_guard<std::mutex> lock(mutex);
@@ -120,8 +124,8 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
 // Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K: fp32
 // partials of every slice of every tile from torch's caching allocator on this stream, and one
 // arrival counter per tile: on the default stream its buffer's (default_stream_counters); on
-// another stream, or while a stream captures a CUDA graph (which may replay on any stream, beside
-// eager calls), the call's own, after the partials, zeroed by a small kernel before the GEMM. The
+// another stream, or while a stream captures a CUDA graph, the call's own, after the partials,
+// zeroed by a small kernel before the GEMM. The
 // SM90 family makes one launch (per_launch == batch below), so a counter serves one launch at a time.
 cudaError_t Launch::operator()(int cfg, int splits) const {
   const bool sm90 = plan.sm90, tf32 = plan.tf32;
@@ -169,12 +173,8 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
     }
     if (shared_tiles > 0) {
       const int64_t partials = shared_tiles * parts * tc.bm * tc.bn;
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) return e;
       cudaError_t error = cudaSuccess;
-      if (capture == cudaStreamCaptureStatusNone) {
-        counters = default_stream_counters(shared_tiles, p.pdl, stream, error);
-      }
+      counters = default_stream_counters(shared_tiles, p.pdl, stream, error);
       if (error != cudaSuccess) return error;
       workspace = at::empty({partials + (counters.defined() ? 0 : shared_tiles)}, float_options);
       r.workspace = workspace.data_ptr<float>();
