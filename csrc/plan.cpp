@@ -155,7 +155,8 @@ void choose_target(Plan& plan, const Problem& p, const MatrixView& c) {
 
 // The row and K slices: the family's host rules (configs.h), unless a knob pins them (tests,
 // benchmarks: CUTE_GEMM_SM90_CONFIG / CUTE_GEMM_SM80_CONFIG=<row>, CUTE_GEMM_SPLITS=<n>).
-void choose_row(Plan& plan, const Problem& p, const Overrides& o) {
+// b_lined: B's rows as the kernel reads them start on 128-byte lines (sm90::choose_config).
+void choose_row(Plan& plan, const Problem& p, const Overrides& o, bool b_lined) {
   const int m = kernel_m(plan, p), n = kernel_n(plan, p), k = int(p.a.size[2]);
   const int sms = p.device.num_sms;
   const int forced = plan.tf32 ? -1 : plan.sm90 ? o.sm90_config : o.sm80_config;
@@ -187,7 +188,7 @@ void choose_row(Plan& plan, const Problem& p, const Overrides& o) {
     plan.rule = o.swap_config >= 0 ? "pinned (CUTE_GEMM_SWAP_CONFIG)"
                                    : "decode rows, swapped (sm90::choose_swap_config)";
   } else if (plan.sm90) {
-    plan.cfg = sm90::choose_config(m, n, k, plan.batch, sms, plan.hbm_fast, &plan.rule);
+    plan.cfg = sm90::choose_config(m, n, k, plan.batch, sms, plan.hbm_fast, b_lined, &plan.rule);
   } else {
     plan.cfg = sm80::choose_config(m, n, sms, int(p.device.smem_per_block_optin));
     plan.rule = plan.cfg == sm80::k128x256 ? "the 128x256 tiles fill the GPU (sm80::choose_config)"
@@ -352,7 +353,10 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
   plan.l2_hint = plan.sm90 && !plan.sm90_narrow ? l2_mode(o) : 0;  // the narrow kernels read with cp.async
   plan.stream_k_knob = o.stream_k;
-  choose_row(plan, p, o);
+  // B read in place with rows off the L2's 128-byte lines (its pitch or its base). A padded copy
+  // (operands.cpp) counts as lined: the rule that tells the two apart was measured in place.
+  const bool b_lined = !ib.ok || ((ib.ld * p.b.element_size) % 128 == 0 && bt.addr % 128 == 0);
+  choose_row(plan, p, o, b_lined);
   if (!plan.error.empty()) return plan;
   // The autotune cache (CUTE_GEMM_AUTOTUNE=1) may replace the row and slices (gemm.cpp) where no knob pins them.
   const int pinned = plan.sm90 ? o.sm90_config : o.sm80_config;

@@ -89,6 +89,28 @@ def test_chooser_picks_the_measured_rows(tmp_path, fast_hbm):
     check_picks(tmp_path, picks, f"cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132{flag})", flag)
 
 
+# Where row 4 would run but B's rows, read in place, straddle the L2's 128-byte lines (a pitch of
+# 1000 or 2000 bytes): the 128x128 tile in 2x1 clusters, or plain 128x128 where the tile rows do not
+# pair (2026-12-06, H100, bf16, us: row 4 / row 9 / torch.mm, in the layouts where B's rows are off
+# the lines; plan.cpp tells which). (M, N, K) -> (row, K slices), on both HBM rules.
+PICKS_B_OFF_LINES = {
+    (1000, 1000, 1000): (9, 1),     # nn 11.4 / 9.1 / 8.8, nt 11.2 / 9.4 / 8.9, tn 11.3 / 9.6 / 8.8
+    (1024, 1000, 1024): (9, 1),     # nn 9.9 / 8.9 / 8.2, tn 9.8 / 8.8 / 8.2
+    (1000, 1000, 1024): (9, 1),     # nn 9.9 / 8.9 / 8.3, tn 11.4 / 9.6 / 8.7
+    (1024, 1024, 1000): (9, 1),     # nt 11.1 / 8.8 / 8.5
+    (1100, 1000, 1000): (1, 1),     # nine tile rows do not pair: row 1 (10.1 against row 4's 11.4 on 1000^3)
+    (2000, 2000, 1000): (0, 1),     # about one wave of 128x256 tiles: not row 4's rule
+    (512, 1024, 8192): (9, 4),      # K splits: not row 4's rule
+}
+
+
+@needs_cxx
+@pytest.mark.parametrize("fast_hbm", [False, True])
+def test_b_rows_off_the_lines(tmp_path, fast_hbm):
+    flag = ", true" if fast_hbm else ", false"
+    check_picks(tmp_path, PICKS_B_OFF_LINES, f"cute_gemm::sm90::choose_config(a0, a1, a2, 1, 132{flag}, false)", flag)
+
+
 def check_picks(tmp_path, picks, row, flag):
     """picks: (a0, a1, a2) -> (config row, K slices); row: the C++ expression of the chosen row on
     a0..a2 (M, N, K; N, M, K for the swapped path); flag: ", true" for the fast-HBM rules."""

@@ -39,7 +39,8 @@ int main() {
   int m, n, k, batch, sms, smem;
   while (std::scanf("%d %d %d %d %d %d", &m, &n, &k, &batch, &sms, &smem) == 6) {
     for (int fast = 0; fast < 2; ++fast) {
-      std::printf("sm90 %d\n", sm90::choose_config(m, n, k, batch, sms, fast != 0));
+      for (int lined = 0; lined < 2; ++lined)  // B's rows off or on the 128-byte lines
+        std::printf("sm90 %d\n", sm90::choose_config(m, n, k, batch, sms, fast != 0, lined != 0));
       if (m <= sm90::kSwapMaxM && batch == 1) std::printf("swap %d\n", sm90::choose_swap_config(n, sms, fast != 0, m));
       if (batch == 1 && 2LL * n <= 2147483392LL) std::printf("sm90g %d\n", sm90::choose_gated_config(m, n, sms));
     }

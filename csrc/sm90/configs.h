@@ -269,9 +269,10 @@ inline int one_wave_config(int m, int n, long long batch, int num_sms) {
 // waves of 128x256 tiles on 128x128 tiles, whose epilogues run on twice the blocks (128x256 on fast
 // HBM); past one wave, 192x192 (one wave, whole tiles only), 128x192 or the 2x1 cluster (B read from
 // L2 once per pair); about one wave, 128x256; below that, smaller tiles or K slices for more blocks.
+// b_lined: B's rows, as the kernel reads them, start on the L2's 128-byte lines (plan.cpp).
 // why: where not null, the rule that chose the row (cute_gemm.explain).
 inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool fast_hbm = false,
-                         const char** why = nullptr) {
+                         bool b_lined = true, const char** why = nullptr) {
   auto pick = [&](int cfg, const char* rule) {
     if (why != nullptr) *why = rule;
     return cfg;
@@ -302,6 +303,16 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
     return pick(k128x64, "one row of tiles or at most four 128x128 tiles: 128x64");
   }
   if (2 * tiles128 <= num_sms && choose_splits(m, n, k, batch, k128x128, num_sms) == 1) {
+    // Row 4 reads 128 columns of B per 64 rows of C; where B's rows straddle the L2's 128-byte
+    // lines, its blocks queue at the L2 (1000^3: 11.4 us against 6.6 on 1024^3): the 128x128 tile
+    // in 2x1 clusters reads B once per pair, and plain 128x128 tiles where the tile rows do not
+    // pair (docs/tuning.md section 6, B's rows off the lines).
+    if (!b_lined) {
+      return (m + kConfigs[k128x128Pair].bm - 1) / kConfigs[k128x128Pair].bm % kConfigs[k128x128Pair].cluster_m == 0
+                 ? pick(k128x128Pair, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128 in 2x1 "
+                                      "clusters")
+                 : pick(k128x128, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128");
+    }
     return pick(k64x128, "128x128 tiles fill at most half the SMs and K does not split: 64x128");
   }
   return cluster128_pays(m, n, k, batch, num_sms)
