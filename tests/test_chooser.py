@@ -274,6 +274,12 @@ SWAP_PICKS = {
     (1024, 16, 2048): (10, 2),   # 16 tiles, 32 K tiles: 2 slices of 16 (4 would keep 8; unmeasured)
     (1024, 16, 1024): (10, 1),   # 16 K tiles: no slice keeps 16 (row 6 would not split either)
     (512, 16, 8192): (10, 4),    # 8 tiles: 4 slices at most
+    # Two slices where they fit in one wave and keep 96 K tiles each (2026-12-06, H100, the decode
+    # step's down projection, 8 calls: 357.8 us against 373.5 unsplit at M = 1, 351.3 / 374.5 at 16).
+    (4096, 1, 14336): (10, 2),
+    (4096, 16, 14336): (10, 2),
+    (4096, 16, 12288): (10, 2),  # 96 K tiles a slice
+    (4096, 16, 12224): (10, 1),  # 95
     # 17 <= M <= 32: row 11 (64x32 tiles of C^T) with row 10's slices (2026-11-29, H200; configs.h).
     (8192, 32, 8192): (11, 1),   # 128 tiles: 36.9 us against 43.5 in 2 slices
     (4096, 32, 4096): (11, 1),   # 64 tiles
@@ -307,6 +313,7 @@ SWAP_PICKS_FAST_HBM = {
     (4224, 16, 4096): (10, 2),   # 66 tiles: two slices fill the 132 SMs
     (4288, 16, 4096): (10, 1),   # 67 tiles: two slices would not fit
     (4096, 32, 4096): (11, 2),   # row 11 takes row 10's slices: 13.6 against 13.9 unsplit
+    (4096, 16, 12224): (10, 2),
 }
 
 
