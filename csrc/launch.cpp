@@ -125,8 +125,8 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
 // partials of every slice of every tile from torch's caching allocator on this stream, and one
 // arrival counter per tile: on the default stream its buffer's (default_stream_counters); on
 // another stream, or while a stream captures a CUDA graph, the call's own, after the partials,
-// zeroed by a small kernel before the GEMM. The
-// SM90 family makes one launch (per_launch == batch below), so a counter serves one launch at a time.
+// zeroed by a small kernel before the GEMM. The SM90 family makes one launch (per_launch == batch
+// below), so a counter serves one launch at a time.
 cudaError_t Launch::operator()(int cfg, int splits) const {
   const bool sm90 = plan.sm90, tf32 = plan.tf32;
   Launcher launch = nullptr;

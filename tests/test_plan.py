@@ -118,13 +118,13 @@ def test_rows_follow_the_rules_tables(plan_of):
     assert all(p["family"] == "sm90" and p["swapped"] == "false" and p["rule"] for p in got)
 
 
-
 @needs_cxx
 def test_b_rows_off_the_lines(plan_of):
-    # Row 4's problems with B's rows (its pitch, or a row-major B's base) off the L2's 128-byte lines
-    # run row 9 (sm90::choose_config, b_lined); A's or C's pitch alone does not count.
+    # Row 4's problems whose B rows (their pitch or base) are off the L2's 128-byte lines run row 9
+    # (sm90::choose_config, b_lined); A's or C's pitch alone does not count.
     def row(m, n, k, **f):
         return plan_of(m, n, k, **f)["row"]
+
     assert row(1024, 1024, 1024) == "4"
     assert row(1000, 1000, 1000) == "9" and row(1000, 1000, 1000, bn=0) == "9" and row(1000, 1000, 1000, ak=0) == "9"
     assert row(1024, 1024, 1000) == "4" and row(1024, 1024, 1000, bn=0) == "9"  # nn: A off; nt: B off (pitch K)
@@ -133,6 +133,7 @@ def test_b_rows_off_the_lines(plan_of):
     # B padded by a copy (rows of an odd count of elements, which TMA cannot read in place) keeps row 4.
     copied = plan_of(1000, 1000, 1001, bn=0, narrow=0)
     assert (copied["row"], copied["b"]) == ("4", "K-major, copied"), copied
+
 
 @needs_cxx
 def test_decode_rows_are_swapped(plan_of):

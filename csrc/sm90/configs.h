@@ -312,7 +312,8 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
     // in 2x1 clusters reads B once per pair, and plain 128x128 tiles where the tile rows do not
     // pair (docs/tuning.md section 6, B's rows off the lines).
     if (!b_lined) {
-      return (m + kConfigs[k128x128Pair].bm - 1) / kConfigs[k128x128Pair].bm % kConfigs[k128x128Pair].cluster_m == 0
+      const TileConfig& pair = kConfigs[k128x128Pair];
+      return (m + pair.bm - 1) / pair.bm % pair.cluster_m == 0
                  ? pick(k128x128Pair, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128 in 2x1 "
                                       "clusters")
                  : pick(k128x128, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128");
