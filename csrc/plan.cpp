@@ -353,9 +353,12 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
   plan.l2_hint = plan.sm90 && !plan.sm90_narrow ? l2_mode(o) : 0;  // the narrow kernels read with cp.async
   plan.stream_k_knob = o.stream_k;
-  // B read in place with rows off the L2's 128-byte lines (its pitch or its base). A padded copy
-  // (operands.cpp) counts as lined: the rule that tells the two apart was measured in place.
-  const bool b_lined = !ib.ok || ((ib.ld * p.b.element_size) % 128 == 0 && bt.addr % 128 == 0);
+  // Whether B, read in place, starts each row on the L2's 128-byte lines: its base, and its pitch
+  // and batch stride where it has more than one row or batch. A padded copy (operands.cpp, rows of
+  // 16-byte vectors) keeps the default rows: the rule was measured on operands read in place.
+  const int64_t eb = p.b.element_size, b_rows = ib.k_major ? bt.size[1] : bt.size[2];
+  const bool b_lined = !ib.ok || (bt.addr % 128 == 0 && (b_rows == 1 || ib.ld * eb % 128 == 0) &&
+                                  (bt.size[0] == 1 || ib.batch_stride * eb % 128 == 0));
   choose_row(plan, p, o, b_lined);
   if (!plan.error.empty()) return plan;
   // The autotune cache (CUTE_GEMM_AUTOTUNE=1) may replace the row and slices (gemm.cpp) where no knob pins them.

@@ -98,7 +98,7 @@ PICKS_B_OFF_LINES = {
     (1024, 1000, 1024): (9, 1),     # nn 9.9 / 8.9 / 8.2, tn 9.8 / 8.8 / 8.2
     (1000, 1000, 1024): (9, 1),     # nn 9.9 / 8.9 / 8.3, tn 11.4 / 9.6 / 8.7
     (1024, 1024, 1000): (9, 1),     # nt 11.1 / 8.8 / 8.5
-    (1100, 1000, 1000): (1, 1),     # nine tile rows do not pair: row 1 (10.1 against row 4's 11.4 on 1000^3)
+    (1100, 896, 1000): (1, 1),      # nine tile rows do not pair: row 1 (10.1 against row 4's 11.4 on 1000^3)
     (2000, 2000, 1000): (0, 1),     # about one wave of 128x256 tiles: not row 4's rule
     (512, 1024, 8192): (9, 4),      # K splits: not row 4's rule
 }
@@ -280,6 +280,7 @@ SWAP_PICKS = {
     (4096, 16, 14336): (10, 2),
     (4096, 16, 12288): (10, 2),  # 96 K tiles a slice
     (4096, 16, 12224): (10, 1),  # 95
+    (4096, 32, 14336): (11, 1),  # row 11: unmeasured on this HBM, unsplit
     # 17 <= M <= 32: row 11 (64x32 tiles of C^T) with row 10's slices (2026-11-29, H200; configs.h).
     (8192, 32, 8192): (11, 1),   # 128 tiles: 36.9 us against 43.5 in 2 slices
     (4096, 32, 4096): (11, 1),   # 64 tiles
@@ -314,6 +315,7 @@ SWAP_PICKS_FAST_HBM = {
     (4288, 16, 4096): (10, 1),   # 67 tiles: two slices would not fit
     (4096, 32, 4096): (11, 2),   # row 11 takes row 10's slices: 13.6 against 13.9 unsplit
     (4096, 16, 12224): (10, 2),
+    (4096, 32, 14336): (11, 2),
 }
 
 

@@ -478,10 +478,11 @@ def test_lean_kernel_gives_the_general_kernels_bits(case, layout, monkeypatch):
 
 # explain's epilogue names against sm90_kernel_kinds' names of the instantiation that ran.
 EPILOGUE_KINDS = {"lean": "lean", "activation warps": "offload", "general": "general"}
-# (M, N, K, layout, with a bias): the chooser's rows 2, 0, 12, 9 and 5, a swapped decode row.
+# (M, N, K, layout, with a bias): the chooser's rows 2, 0, 12, 9 and 5, a swapped decode row, row 4
+# (1024^3) and row 9 again where B's rows are off the 128-byte lines (1000^3).
 EXPLAIN_CASES = [(4096, 4096, 4096, "nt", False), (8192, 4096, 1024, "nt", True), (2048, 2048, 2048, "nn", False),
                  (3072, 1024, 8192, "tn", False), (512, 1024, 8192, "nn", False), (64, 8192, 8192, "nt", True),
-                 (16, 4096, 4096, "nn", False), (1000, 1000, 1000, "nn", False)]
+                 (16, 4096, 4096, "nn", False), (1024, 1024, 1024, "nt", False), (1000, 1000, 1000, "nn", False)]
 
 
 @pytest.mark.parametrize("case", EXPLAIN_CASES, ids=lambda c: "-".join(map(str, c)))

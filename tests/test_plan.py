@@ -129,8 +129,11 @@ def test_b_rows_off_the_lines(plan_of):
     assert row(1000, 1000, 1000) == "9" and row(1000, 1000, 1000, bn=0) == "9" and row(1000, 1000, 1000, ak=0) == "9"
     assert row(1024, 1024, 1000) == "4" and row(1024, 1024, 1000, bn=0) == "9"  # nn: A off; nt: B off (pitch K)
     assert row(1024, 1000, 1024) == "9" and row(1024, 1000, 1024, bn=0) == "4"  # nn: B off; nt: C off only
-    assert row(1100, 1000, 1000) == "1"  # nine 128-row tile rows do not pair
-    # B padded by a copy (rows of an odd count of elements, which TMA cannot read in place) keeps row 4.
+    assert row(1100, 896, 1000, bn=0) == "1" and row(1100, 896, 1024, bn=0) == "4"  # nine tile rows: no pairs
+    # One row of B has no pitch to straddle the lines (N = 1, K-major; K = 1, N-major).
+    assert row(1000, 1, 1000, bn=0) == "4" and row(1000, 1000, 1) == "4"
+    # B padded by a copy (rows of an odd count of elements, which TMA cannot read in place) keeps
+    # row 4, whatever its padded pitch: the rule was measured on operands read in place.
     copied = plan_of(1000, 1000, 1001, bn=0, narrow=0)
     assert (copied["row"], copied["b"]) == ("4", "K-major, copied"), copied
 
