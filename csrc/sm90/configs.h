@@ -246,12 +246,17 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
 static_assert(kConfigs[k128x128Pair].cluster_m == 2 && kConfigs[k128x128Pair].bm == kConfigs[k128x128].bm &&
                   kConfigs[k128x128Pair].bn == kConfigs[k128x128].bn,
               "row 9 is row 1's tile in 2x1 clusters");
+// Whether row 9's 2x1 clusters pair up the tile rows of an M-row problem.
+inline bool pairs_tile_rows(int m) {
+  const TileConfig& c = kConfigs[k128x128Pair];
+  return (m + c.bm - 1) / c.bm % c.cluster_m == 0;
+}
 inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
   const TileConfig& c = kConfigs[k128x128Pair];
   const long long rows = (m + c.bm - 1) / c.bm;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
-  return rows % c.cluster_m == 0 && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
+  return pairs_tile_rows(m) && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
          3 * tiles * choose_splits(m, n, k, batch, k128x128Pair, num_sms) >= 2LL * num_sms;
 }
 
@@ -314,8 +319,7 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
     // in 2x1 clusters reads B once per pair, and plain 128x128 tiles where the tile rows do not
     // pair (docs/tuning.md section 6, B's rows off the lines).
     if (!b_lined) {
-      const TileConfig& pair = kConfigs[k128x128Pair];
-      return (m + pair.bm - 1) / pair.bm % pair.cluster_m == 0
+      return pairs_tile_rows(m)
                  ? pick(k128x128Pair, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128 in 2x1 "
                                       "clusters")
                  : pick(k128x128, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128");
