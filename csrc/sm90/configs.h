@@ -139,8 +139,8 @@ inline int choose_swap_config(int n, int num_sms, bool fast_hbm = false, int m =
 // 36.2 us, torch.mm 37.1; 64x4096x4096's 32 K tiles a slice lost after another kernel; section 9).
 // Swapped rows: row 6 all or nothing (8 K tiles a slice under 32 tiles; from 32, 64 K tiles and 7/8
 // of the SMs busy); rows 10 and 11 as many as put about half the SMs to work, two where they fit in
-// one wave on fast HBM, or on row 10 where a slice keeps 96 K tiles (docs/tuning.md section 9,
-// rows 6 and 10; section 10; section 24).
+// one wave on fast HBM or where a slice keeps 96 K tiles (docs/tuning.md section 9, rows 6 and 10;
+// section 10; section 24).
 // fast_hbm: the GPU's peak HBM bandwidth per SM is kFastHbmMBsPerSm or more (plan.cpp).
 inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_sms, bool fast_hbm = false) {
   const TileConfig& c = kConfigs[cfg];
@@ -152,11 +152,11 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
   }
   if (cfg == kSwap64x16 || cfg == kSwap64x32) {
     long long s = num_sms / 2 / tiles;
-    // Two slices in one wave on fast HBM (docs/tuning.md section 10), and for row 10 on any HBM
-    // where a slice keeps 96 K tiles or more (the H100: 1x4096x14336 in the decode step 357.8 us
-    // against 373.5 unsplit over 8 calls; K = 8192's 64 a slice tied; row 11 unmeasured there;
-    // docs/tuning.md section 24).
-    const bool long_k = cfg == kSwap64x16 && k_tiles / 2 >= 96;
+    // Two slices in one wave on fast HBM (docs/tuning.md section 10), and on any HBM where a slice
+    // keeps 96 K tiles or more (the H100: 1x4096x14336 in the decode step 357.8 us against 373.5
+    // unsplit over 8 calls, 32x4096x14336 after another kernel 52.1 against 57.8; K = 8192's 64 a
+    // slice tied; docs/tuning.md section 24).
+    const bool long_k = k_tiles / 2 >= 96;
     if (s < 2 && 2 * tiles <= num_sms && (fast_hbm || long_k)) s = 2;
     s = s < 4 ? s : 4;
     while (s >= 2 && k_tiles / s < 16) --s;
