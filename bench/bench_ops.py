@@ -1,9 +1,11 @@
-"""The fused epilogue and cute_gemm.nn.Linear against torch's unfused path, same inputs, same run.
+"""The fused epilogue, the gated kernel and cute_gemm.nn.Linear against torch's unfused path, same
+inputs, same run.
 
-    python -P bench/bench_ops.py                                  # both sections, bf16, gelu
+    python -P bench/bench_ops.py                                  # every section, bf16, gelu
     python -P bench/bench_ops.py --activations all                # none (the bias alone), relu, gelu, gelu_tanh, silu
     python -P bench/bench_ops.py --section fused --shapes 4096x14336x4096 --layout nn
     python -P bench/bench_ops.py --section mlp --mlp 8192x4096x14336 --mlp-activation silu
+    python -P bench/bench_ops.py --section gated --gated 1x14336x4096 --after-op
 
 fused: cute_gemm.addmm(bias, a, b, activation=act), one kernel, against
 act(torch.addmm(bias, a, b)), cuBLAS then an elementwise kernel that reads and writes C again.
@@ -14,6 +16,11 @@ mlp: one training step, forward + backward, of a two-layer MLP block
 (Linear(d, hidden) + act, Linear(hidden, d); loss = out.float().square().mean(); gradients of the
 input and of every parameter) built from cute_gemm.nn.Linear against the same block of
 torch.nn.Linear with the same weights. Eager, CUDA events, median of loops.
+
+gated: torch.ops.cute_gemm.gated_mm(x, w_gate, w_up), one kernel computing act(x w_gate^T) *
+(x w_up^T) (nn.GatedMLP's gate and up projections), against torch's two GEMMs, the activation and
+the product; M tokens, FF the intermediate size, D the hidden size; weights of N(0, 0.02). Timed as
+fused, with --after-op also each call right after another kernel, as a model makes it.
 
 Every result is checked against a float32 reference before it is timed (relative Frobenius
 error); a wrong one is reported as WRONG and never timed. docs/benchmark.md describes the output.
@@ -46,10 +53,13 @@ bench_mm = _load_bench_mm()
 
 DEFAULT_SHAPES = [(4096, 14336, 4096), (16384, 4096, 4096)]
 DEFAULT_MLP = (8192, 4096, 14336)  # tokens, d, hidden
+# gated: Llama-3-8B's MLP (intermediate 14336, hidden 4096) at decode (1, 16, 64 tokens) and prefill.
+DEFAULT_GATED = [(1, 14336, 4096), (16, 14336, 4096), (64, 14336, 4096), (2048, 14336, 4096)]
+GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 # fused: "none" is the bias alone, torch.addmm (cuBLAS's own bias epilogue) against cute_gemm.addmm.
 FUSED_ACTIVATIONS = ("none",) + ACTIVATIONS
-SECTIONS = ("fused", "mlp")
+SECTIONS = ("fused", "mlp", "gated")
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 TARGET = 1.1  # the fused epilogue should save at least this much over the unfused pair
 
@@ -66,7 +76,7 @@ def parse_mlp(text: str) -> tuple[int, int, int]:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--section", type=lambda t: bench_mm.parse_choices(t, SECTIONS, "section"), default=list(SECTIONS),
-                    help="comma list of fused, mlp, all (default: all)")
+                    help="comma list of fused, mlp, gated, all (default: all)")
     ap.add_argument("--shapes", type=bench_mm.parse_shapes, default=DEFAULT_SHAPES,
                     help="fused: MxNxK,... (default: 4096x14336x4096,16384x4096x4096)")
     ap.add_argument("--activations", type=lambda t: bench_mm.parse_choices(t, FUSED_ACTIVATIONS, "activation"),
@@ -77,6 +87,14 @@ def parse_args(argv=None):
     ap.add_argument("--mlp", type=parse_mlp, default=DEFAULT_MLP, metavar="TOKENSxDxHIDDEN",
                     help="mlp: tokens, model width, hidden width (default: 8192x4096x14336)")
     ap.add_argument("--mlp-activation", choices=ACTIVATIONS, default="gelu", help="mlp: activation (default gelu)")
+    ap.add_argument("--gated", type=bench_mm.parse_shapes, default=DEFAULT_GATED, metavar="MxFFxD,...",
+                    help="gated: tokens x intermediate size x hidden size (default: Llama-3-8B's MLP at 1, 16, "
+                         "64 and 2048 tokens)")
+    ap.add_argument("--gated-activation", choices=GATED_ACTIVATIONS, default="silu",
+                    help="gated: activation (default silu)")
+    ap.add_argument("--after-op", nargs="?", type=bench_mm.positive_float, const=32.0, default=None, metavar="MIB",
+                    help="gated: also time each call right after an in-place scale of a MIB MiB buffer (32 "
+                         "unless given), less that kernel's own time")
     ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     ap.add_argument("--seconds", type=bench_mm.positive_float, default=0.3, help="timed time per measurement")
     ap.add_argument("--json", type=Path, default=Path("bench/out/ops.json"), help="where to write results")
@@ -194,6 +212,47 @@ def mlp_row(torch, cute_gemm, mlp, activation, dname, seconds) -> dict:
     return row
 
 
+def gated_row(torch, shape, activation, dname, l2, seconds, after_op=None) -> dict:
+    """Check and time act(x @ w_gate.t()) * (x @ w_up.t()) in torch and gated_mm on one shape."""
+    m, n, k = shape
+    dtype = getattr(torch, DTYPES[dname])
+    per_set = (m * k + 2 * n * k + m * n) * 2
+    reps = max(2, min(64, math.ceil(4 * l2 / per_set)))
+    torch.manual_seed(0)
+    # A model's weights (N(0, 0.02)): with N(0, 1) the product of two K-long sums would dwarf bf16's range.
+    sets = [(torch.randn(m, k, device="cuda", dtype=dtype),
+             tuple(torch.randn(n, k, device="cuda", dtype=dtype) * 0.02 for _ in range(2))) for _ in range(reps)]
+    act = torch_activation(torch, activation)
+    x0, (g0, u0) = sets[0]
+    ref = act(x0.float() @ g0.float().t()) * (x0.float() @ u0.float().t())
+    impls = [("torch", lambda x, w: act(x @ w[0].t()) * (x @ w[1].t()), {}),
+             ("gated_mm", lambda x, w: torch.ops.cute_gemm.gated_mm(x, w[0], w[1], activation=activation), {})]
+    row = {"m": m, "n": n, "k": k, "dtype": dname, "activation": activation, "reps": reps, "impls": {}}
+    results = bench_mm.measure_row(torch, impls, sets, ref, bench_mm.REL_BOUND[dname], seconds, after_op)
+    for name, res in results.items():
+        if isinstance(res, Exception):
+            if name == "torch":
+                raise res
+            res = {"error": bench_mm.first_line(res)}
+        row["impls"][name] = res
+    del sets, ref
+    torch.cuda.empty_cache()
+    return finish_gated(row)
+
+
+def finish_gated(row: dict) -> dict:
+    """TFLOP/s, the weights' GB/s and torch's time over gated_mm's (also after an op, where timed)."""
+    flops, weight_bytes = 2.0 * row["m"] * 2 * row["n"] * row["k"], 2 * row["n"] * row["k"] * 2
+    for res in row["impls"].values():
+        if "us" in res:
+            res["tflops"], res["weights_gbps"] = flops / res["us"] / 1e6, weight_bytes / res["us"] / 1e3
+    t, g = row["impls"].get("torch", {}), row["impls"].get("gated_mm", {})
+    row["ratio"] = t["us"] / g["us"] if "us" in t and "us" in g else None
+    after = (t.get("after_op_us"), g.get("after_op_us"))
+    row["ratio_after_op"] = after[0] / after[1] if after[0] and after[1] and after[1] > 0 else None
+    return row
+
+
 def activation_module(torch, name: str):
     nn = torch.nn
     return {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "silu": nn.SiLU()}[name]
@@ -250,8 +309,31 @@ def format_mlp(row: dict | None) -> str:
         "", f"torch/cute time: {bench_mm.fmt(row['ratio'], '.3f')}"])
 
 
+def format_gated(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    after = any(r["ratio_after_op"] is not None for r in rows)
+    out = [f"## gated: torch.ops.cute_gemm.gated_mm(x, w_gate, w_up) vs {rows[0]['activation']}(x @ w_gate.t()) * "
+           f"(x @ w_up.t()), {rows[0]['dtype']}", "",
+           "| M x FF x D | torch us | gated_mm us | gated_mm TFLOP/s | weights GB/s (gated_mm) | torch/gated_mm |"
+           + (" after an op: torch us | gated_mm us | torch/gated_mm |" if after else ""),
+           "|---|---|---|---|---|---|" + ("---|---|---|" if after else "")]
+    for r in rows:
+        t, g = r["impls"].get("torch", {}), r["impls"].get("gated_mm", {})
+        line = (f"| {r['m']}x{r['n']}x{r['k']} | {cell(t, 'us', '.1f')} | {cell(g, 'us', '.1f')} | "
+                f"{cell(g, 'tflops', '.1f')} | {cell(g, 'weights_gbps', '.0f')} | {bench_mm.fmt(r['ratio'], '.2f')} |")
+        if after:
+            line += (f" {cell(t, 'after_op_us', '.1f')} | {cell(g, 'after_op_us', '.1f')} | "
+                     f"{bench_mm.fmt(r['ratio_after_op'], '.2f')} |")
+        out.append(line)
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    out += ["", "geomean torch/gated_mm: " + (f"{bench_mm.geomean(ratios):.3f} over {bench_mm.n_shapes(len(ratios))}"
+                                               if ratios else "-")]
+    return "\n".join(out)
+
+
 def any_bad(doc: dict) -> bool:
-    rows = doc["fused"] + ([doc["mlp"]] if doc["mlp"] else [])
+    rows = doc["fused"] + doc["gated"] + ([doc["mlp"]] if doc["mlp"] else [])
     return any(res.get("wrong") or "error" in res for r in rows for res in r["impls"].values())
 
 
@@ -284,11 +366,11 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 references are float32
 
     env = environment(torch, cute_gemm, argv)
-    env.update(sections=args.section, dtype=args.dtype, seconds=args.seconds)
+    env.update(sections=args.section, dtype=args.dtype, seconds=args.seconds, after_op=args.after_op)
     print(f"# {env['gpu']} ({env['sms']} SMs), driver {env['driver'] or '?'}, torch {env['torch']}, "
           f"CUDA {env['cuda']}, cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}", flush=True)
     started = time.monotonic()
-    doc = {"format": 1, "environment": env, "fused": [], "mlp": None}
+    doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": []}
     if "fused" in args.section:
         l2 = env["l2_bytes"] or 50 * 2**20
         for shape in args.shapes:
@@ -301,9 +383,20 @@ def main(argv=None) -> int:
         doc["mlp"] = mlp_row(torch, cute_gemm, args.mlp, args.mlp_activation, args.dtype, args.seconds)
         print(f"[{time.monotonic() - started:5.0f} s] mlp: ratio {bench_mm.fmt(doc['mlp']['ratio'], '.2f')}",
               flush=True)
+    if "gated" in args.section:
+        l2 = env["l2_bytes"] or 50 * 2**20
+        after_op = None
+        if args.after_op:
+            scratch = torch.ones(max(1, int(args.after_op * 2**19)), device="cuda", dtype=torch.bfloat16)
+            after_op = lambda: scratch.mul_(1.0)  # noqa: E731
+        for shape in args.gated:
+            row = gated_row(torch, shape, args.gated_activation, args.dtype, l2, args.seconds, after_op)
+            doc["gated"].append(row)
+            print(f"[{time.monotonic() - started:5.0f} s] gated {args.dtype} {'x'.join(map(str, shape))} "
+                  f"{args.gated_activation}: ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)
 
     print()
-    print("\n\n".join(t for t in (format_fused(doc["fused"]), format_mlp(doc["mlp"])) if t))
+    print("\n\n".join(t for t in (format_fused(doc["fused"]), format_mlp(doc["mlp"]), format_gated(doc["gated"])) if t))
     env["elapsed_s"] = round(time.monotonic() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1))

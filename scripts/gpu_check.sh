@@ -2,7 +2,7 @@
 # The one-call routine for a GPU machine (docs/development.md): build for the GPU that is
 # there, run the GPU tests and the benchmark, leave logs in $OUT. Run from the repository root:
 #   bash scripts/gpu_check.sh [pytest args] [-- bench args]
-# OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear benchmark
+# OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear / gated benchmark
 # (OPS_BENCH=all for its defaults). BUILD_ONLY=1 stops after the build; SKIP_BUILD=1 uses the
 # build a previous call left (a warm machine); SOAK=1 runs scripts/soak.py after the tests (10,000
 # calls on one thread, then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.

@@ -17,11 +17,13 @@ def usage_error(capsys, argv) -> str:
 
 def test_defaults():
     args = bench.parse_args([])
-    assert args.section == ["fused", "mlp"]
+    assert args.section == ["fused", "mlp", "gated"]
     assert args.shapes == [(4096, 14336, 4096), (16384, 4096, 4096)]
     assert args.activations == ["gelu"] and args.mlp_activation == "gelu"
     assert args.mlp == (8192, 4096, 14336) and args.dtype == "bf16" and args.layout == "nt"
     assert args.json == Path("bench/out/ops.json")
+    assert args.gated == [(1, 14336, 4096), (16, 14336, 4096), (64, 14336, 4096), (2048, 14336, 4096)]
+    assert args.gated_activation == "silu" and args.after_op is None
 
 
 def test_lists_and_their_errors(capsys):
@@ -34,7 +36,10 @@ def test_lists_and_their_errors(capsys):
     assert bench.parse_args(["--mlp", "16X32x64"]).mlp == (16, 32, 64)
     assert "activation 'tanh' is not one of none, relu, gelu, gelu_tanh, silu, all" in usage_error(
         capsys, ["--activations", "gelu,tanh"])
-    assert "section 'both' is not one of fused, mlp, all" in usage_error(capsys, ["--section", "both"])
+    assert "section 'both' is not one of fused, mlp, gated, all" in usage_error(capsys, ["--section", "both"])
+    assert bench.parse_args(["--after-op"]).after_op == 32.0 and bench.parse_args(["--after-op", "8"]).after_op == 8.0
+    assert bench.parse_args(["--gated", "16x28x32"]).gated == [(16, 28, 32)]
+    assert "invalid choice: 'relu'" in usage_error(capsys, ["--gated-activation", "relu"])  # not a gated MLP's
     assert "'8x8' is not TOKENSxDxHIDDEN" in usage_error(capsys, ["--mlp", "8x8"])
     assert "is not MxNxK" in usage_error(capsys, ["--shapes", "0x1x1"])
     assert "invalid choice: 'elu'" in usage_error(capsys, ["--mlp-activation", "elu"])
@@ -69,8 +74,34 @@ def test_mlp_table_and_exit_status():
     text = bench.format_mlp(row)
     assert "Linear(16, 32) + gelu, Linear(32, 16), 8 tokens, bf16" in text
     assert "| cute_gemm.nn.Linear | 2.00 | 125.0 | 3.0e-03 |" in text and "torch/cute time: 1.250" in text
-    assert not bench.any_bad({"fused": [fused(8, 8, 8, 2.0, 1.0)], "mlp": row})
-    assert bench.any_bad({"fused": [fused(8, 8, 8, 2.0, "WRONG")], "mlp": None})
+    assert not bench.any_bad({"fused": [fused(8, 8, 8, 2.0, 1.0)], "mlp": row, "gated": []})
+    assert bench.any_bad({"fused": [fused(8, 8, 8, 2.0, "WRONG")], "mlp": None, "gated": []})
+
+
+def gated(m, n, k, torch_us, gated_us, after=None):
+    def res(t, a):
+        return ({"wrong": True, "rel_err": 0.5} if t == "WRONG" else {"error": "RuntimeError: boom"} if t == "failed"
+                else {"us": t, "eager_us": t + 1, "rel_err": 1e-3, **({"after_op_us": a} if a else {})})
+    a_t, a_g = after or (None, None)
+    return bench.finish_gated({"m": m, "n": n, "k": k, "dtype": "bf16", "activation": "silu", "reps": 2,
+                               "impls": {"torch": res(torch_us, a_t), "gated_mm": res(gated_us, a_g)}})
+
+
+def test_gated_table():
+    rows = [gated(1, 14336, 4096, 88.0, 80.0, after=(100.0, 94.0)), gated(16, 14336, 4096, 90.0, "WRONG")]
+    assert rows[0]["ratio"] == pytest.approx(1.1) and rows[0]["ratio_after_op"] == pytest.approx(100 / 94)
+    # the two weights, 2 x 14336 x 4096 bf16 values, in 80 us
+    assert rows[0]["impls"]["gated_mm"]["weights_gbps"] == pytest.approx(2 * 14336 * 4096 * 2 / 80e-6 / 1e9)
+    assert rows[1]["ratio"] is None and rows[1]["ratio_after_op"] is None
+    text = bench.format_gated(rows)
+    assert "vs silu(x @ w_gate.t()) * (x @ w_up.t()), bf16" in text
+    assert "| 1x14336x4096 | 88.0 | 80.0 | 2.9 | 2936 | 1.10 | 100.0 | 94.0 | 1.06 |" in text
+    assert "| 16x14336x4096 | 90.0 | WRONG (rel err 5.0e-01) |" in text
+    assert "geomean torch/gated_mm: 1.100 over 1 shape" in text
+    assert "after an op" not in bench.format_gated([gated(1, 64, 64, 2.0, 1.0)])
+    assert bench.format_gated([]) == ""
+    assert bench.any_bad({"fused": [], "mlp": None, "gated": rows})
+    assert not bench.any_bad({"fused": [], "mlp": None, "gated": rows[:1]})
 
 
 def test_without_a_gpu_it_says_so_in_one_sentence():
