@@ -135,15 +135,21 @@ def fused_row(torch, cute_gemm, shape, activation, dname, layout, l2, seconds) -
     # Checked, then timed interleaved in one run (bench_mm.measure_row); one failing must not cost
     # the others' numbers.
     results = bench_mm.measure_row(torch, impls, sets, ref, bench_mm.REL_BOUND[dname], seconds)
-    for name, res in results.items():
-        if isinstance(res, Exception):
-            if name == "unfused":
-                raise res
-            res = {"error": bench_mm.first_line(res)}
-        row["impls"][name] = res
+    record(row, results, baseline="unfused")
     del sets, ref
     torch.cuda.empty_cache()
     return finish_fused(row)
+
+
+def record(row: dict, results: dict, baseline: str) -> None:
+    """measure_row's results into row["impls"]: an implementation that raised is "failed", but the
+    baseline's exception ends the run (nothing is left to compare against)."""
+    for name, res in results.items():
+        if isinstance(res, Exception):
+            if name == baseline:
+                raise res
+            res = {"error": bench_mm.first_line(res)}
+        row["impls"][name] = res
 
 
 def finish_fused(row: dict) -> dict:
@@ -229,12 +235,7 @@ def gated_row(torch, shape, activation, dname, l2, seconds, after_op=None) -> di
              ("gated_mm", lambda x, w: torch.ops.cute_gemm.gated_mm(x, w[0], w[1], activation=activation), {})]
     row = {"m": m, "n": n, "k": k, "dtype": dname, "activation": activation, "reps": reps, "impls": {}}
     results = bench_mm.measure_row(torch, impls, sets, ref, bench_mm.REL_BOUND[dname], seconds, after_op)
-    for name, res in results.items():
-        if isinstance(res, Exception):
-            if name == "torch":
-                raise res
-            res = {"error": bench_mm.first_line(res)}
-        row["impls"][name] = res
+    record(row, results, baseline="torch")
     del sets, ref
     torch.cuda.empty_cache()
     return finish_gated(row)

@@ -110,3 +110,11 @@ def test_without_a_gpu_it_says_so_in_one_sentence():
     assert run.returncode == 2
     assert run.stderr.strip() == "bench_ops: no CUDA GPU is visible, so there is nothing to benchmark."
     assert "Traceback" not in run.stderr + run.stdout
+
+
+def test_record_keeps_the_others_when_one_fails():
+    row = {"impls": {}}
+    bench.record(row, {"torch": {"us": 1.0}, "gated_mm": RuntimeError("boom\nsecond line")}, baseline="torch")
+    assert row["impls"] == {"torch": {"us": 1.0}, "gated_mm": {"error": "RuntimeError: boom"}}
+    with pytest.raises(RuntimeError, match="boom"):  # without the baseline there is nothing to compare against
+        bench.record({"impls": {}}, {"torch": RuntimeError("boom"), "gated_mm": {"us": 1.0}}, baseline="torch")
