@@ -440,6 +440,15 @@ def measure_row(torch, impls, sets, ref, bound, seconds, after_op=None) -> dict:
     return {name: results[name] for name, _, _ in impls}
 
 
+def other_kernel(torch, mib: float | None):
+    """--after-op's kernel: an in-place scale of a MIB MiB buffer, as a model runs a norm or an
+    activation between its GEMMs; None without the option."""
+    if not mib:
+        return None
+    scratch = torch.ones(max(1, int(mib * 2**19)), device="cuda", dtype=torch.bfloat16)
+    return lambda: scratch.mul_(1.0)
+
+
 @contextlib.contextmanager
 def knobs(settings: dict[str, str]):
     """Clear the CUTE_GEMM_* variant knobs and set `settings` for the duration, then restore what
@@ -842,10 +851,7 @@ def main(argv=None) -> int:
           f"operands {'warm (one set, in L2 where it fits)' if args.warm else 'rotated (from HBM)'}, suites "
           f"{','.join(env['suites'])}; {', '.join(name for name, _, _ in impls)}", flush=True)
 
-    after_op = None
-    if args.after_op:
-        scratch = torch.ones(max(1, int(args.after_op * 2**19)), device="cuda", dtype=torch.bfloat16)
-        after_op = lambda: scratch.mul_(1.0)  # noqa: E731
+    after_op = other_kernel(torch, args.after_op)
     started = time.monotonic()
     triton_worked = False
     rows = []

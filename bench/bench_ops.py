@@ -372,8 +372,8 @@ def main(argv=None) -> int:
           f"CUDA {env['cuda']}, cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}", flush=True)
     started = time.monotonic()
     doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": []}
+    l2 = env["l2_bytes"] or 50 * 2**20
     if "fused" in args.section:
-        l2 = env["l2_bytes"] or 50 * 2**20
         for shape in args.shapes:
             for activation in args.activations:
                 row = fused_row(torch, cute_gemm, shape, activation, args.dtype, args.layout, l2, args.seconds)
@@ -385,11 +385,7 @@ def main(argv=None) -> int:
         print(f"[{time.monotonic() - started:5.0f} s] mlp: ratio {bench_mm.fmt(doc['mlp']['ratio'], '.2f')}",
               flush=True)
     if "gated" in args.section:
-        l2 = env["l2_bytes"] or 50 * 2**20
-        after_op = None
-        if args.after_op:
-            scratch = torch.ones(max(1, int(args.after_op * 2**19)), device="cuda", dtype=torch.bfloat16)
-            after_op = lambda: scratch.mul_(1.0)  # noqa: E731
+        after_op = bench_mm.other_kernel(torch, args.after_op)
         for shape in args.gated:
             row = gated_row(torch, shape, args.gated_activation, args.dtype, l2, args.seconds, after_op)
             doc["gated"].append(row)

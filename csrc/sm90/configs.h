@@ -156,8 +156,7 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
     // keeps 96 K tiles or more (the H100: 1x4096x14336 in the decode step 357.8 us against 373.5
     // unsplit over 8 calls, 32x4096x14336 after another kernel 52.1 against 57.8; K = 8192's 64 a
     // slice tied; docs/tuning.md section 24).
-    const bool long_k = k_tiles / 2 >= 96;
-    if (s < 2 && 2 * tiles <= num_sms && (fast_hbm || long_k)) s = 2;
+    if (s < 2 && 2 * tiles <= num_sms && (fast_hbm || k_tiles / 2 >= 96)) s = 2;
     s = s < 4 ? s : 4;
     while (s >= 2 && k_tiles / s < 16) --s;
     return s >= 2 ? int(s) : 1;
