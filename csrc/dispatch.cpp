@@ -110,17 +110,19 @@ Launcher gated_launcher(DType d, int cfg) {
   if (!layout_built(true, true)) return nullptr;
   if (d == DType::kBF16) {
     if (cfg == sm90::k128x256) return &sm90::run<DType::kBF16, true, true, sm90::k128x256, false, true>;
+    if (cfg == sm90::k128x256Pair) return &sm90::run<DType::kBF16, true, true, sm90::k128x256Pair, false, true>;
     if (cfg == sm90::k128x128) return &sm90::run<DType::kBF16, true, true, sm90::k128x128, false, true>;
     if (cfg == sm90::k64x128) return &sm90::run<DType::kBF16, true, true, sm90::k64x128, false, true>;
   } else if (d == DType::kF16) {
     if (cfg == sm90::k128x256) return &sm90::run<DType::kF16, true, true, sm90::k128x256, false, true>;
+    if (cfg == sm90::k128x256Pair) return &sm90::run<DType::kF16, true, true, sm90::k128x256Pair, false, true>;
     if (cfg == sm90::k128x128) return &sm90::run<DType::kF16, true, true, sm90::k128x128, false, true>;
     if (cfg == sm90::k64x128) return &sm90::run<DType::kF16, true, true, sm90::k64x128, false, true>;
   }
   return nullptr;
 }
-static_assert(sm90::has_gated(sm90::k128x256) && sm90::has_gated(sm90::k128x128) && sm90::has_gated(sm90::k64x128) &&
-                  sizeof(sm90::kGatedConfigs) == 3 * sizeof(int),
+static_assert(sm90::has_gated(sm90::k128x256) && sm90::has_gated(sm90::k128x256Pair) && sm90::has_gated(sm90::k128x128) &&
+                  sm90::has_gated(sm90::k64x128) && sizeof(sm90::kGatedConfigs) == 4 * sizeof(int),
               "gated_launcher's rows are kGatedConfigs");
 
 // The config tables the autotune cache's rows refer to, as a short hex fingerprint (FNV-1a of

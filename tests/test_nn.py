@@ -212,17 +212,18 @@ def test_gated_mm_matches_float64(m, f, k, dtype, activation):
 
 @gpu
 @pytest.mark.parametrize("splits", [1, 3])
-@pytest.mark.parametrize("row", [0, 1, 4])
+@pytest.mark.parametrize("row", [0, 1, 2, 4])
 def test_gated_mm_rows_pinned(monkeypatch, row, splits):
-    """Every gated row (128x256, 128x128, the decode rows' 64x128), whole and in three K slices, on
-    tiles that M and F leave partly empty: the pinned kernel runs (its name) and matches float64."""
+    """Every gated row (128x256, alone and in 2x1 clusters; 128x128; the decode rows' 64x128), whole
+    and in three K slices, on tiles that M and F leave partly empty (300 rows: in 2x1 clusters, a
+    block whose tile lies past M): the pinned kernel runs (its name) and matches float64."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the gated kernels are the sm90 family's")
     monkeypatch.setenv("CUTE_GEMM_SM90_CONFIG", str(row))
     monkeypatch.setenv("CUTE_GEMM_SPLITS", str(splits))
     for dtype in DTYPES:
-        x, w_gate, w_up = randn(200, 2048, dtype=dtype), randn(1000, 2048, dtype=dtype), randn(1000, 2048, dtype=dtype)
-        torch.full((200, 1000), float("nan"), dtype=dtype, device="cuda")
+        x, w_gate, w_up = randn(300, 2048, dtype=dtype), randn(1000, 2048, dtype=dtype), randn(1000, 2048, dtype=dtype)
+        torch.full((300, 1000), float("nan"), dtype=dtype, device="cuda")
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             out = torch.ops.cute_gemm.gated_mm(x, w_gate, w_up)
             torch.cuda.synchronize()

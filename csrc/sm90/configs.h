@@ -61,9 +61,9 @@ constexpr bool has_narrow(int cfg) {
 }
 // The rows with a gated kernel (sm90/traits.h, Gated: C = act(A B) * (A B2), nn.GatedMLP's gate and
 // up projections as one GEMM over both weights), for K-major A and B; generate.py reads this line.
-// The two cooperative tiles without a cluster, 128 (row 0) or 64 (row 1) columns of C per tile, and
-// row 4's 64-row tile (64 columns of C) for decode.
-inline constexpr int kGatedConfigs[] = {0, 1, 4};
+// The cooperative tiles, 128 (rows 0 and 2, row 2 in 2x1 clusters) or 64 (row 1) columns of C per
+// tile, and row 4's 64-row tile (64 columns of C) for decode.
+inline constexpr int kGatedConfigs[] = {0, 1, 2, 4};
 constexpr bool has_gated(int cfg) {
   for (int c : kGatedConfigs) {
     if (c == cfg) return true;
@@ -172,13 +172,16 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 }
 
 // The gated kernel's row for an (m, n) C (the kernel computes 2 n columns): M <= 64 (decode) on row
-// 4's 64-row tiles, whole (gated_plan.cpp); else 128x256 tiles where they give
-// three quarters of the SMs a block, else 128x128 (twice the tiles). Streaming the weights at
-// M <= 64, the 64-row tiles beat 128x256 by 8 % and K slices lose: the partials cost more than the
-// SMs that the last wave leaves idle (docs/tuning.md section 24, the gated kernel at decode).
+// 4's 64-row tiles, whole (gated_plan.cpp); past one wave of 128x256 tiles their 2x1 cluster tile
+// (B and B2 read from L2 once per pair), as choose_config's rule for plain GEMMs; else 128x256 tiles
+// where they give three quarters of the SMs a block, else 128x128 (twice the tiles). Streaming the
+// weights at M <= 64, the 64-row tiles beat 128x256 by 8 % and K slices lose: the partials cost
+// more than the SMs that the last wave leaves idle (docs/tuning.md section 24, the gated kernel).
 inline int choose_gated_config(int m, int n, int num_sms) {
   if (m <= 64) return k64x128;
-  return tiles_fill_gpu(m, 2 * n, kConfigs[k128x256].bm, kConfigs[k128x256].bn, num_sms) ? k128x256 : k128x128;
+  const TileConfig& c = kConfigs[k128x256];
+  if (tile_count(m, 2 * n, c.bm, c.bn) > num_sms) return k128x256Pair;
+  return tiles_fill_gpu(m, 2 * n, c.bm, c.bn, num_sms) ? k128x256 : k128x128;
 }
 
 // Stream-K tail (GemmParams::sk_tiles): where the last wave is partial, the tiles past the last

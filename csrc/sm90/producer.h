@@ -102,14 +102,14 @@ struct NarrowLoader {
 // The TMA producer (one elected thread of warpgroup 0): for each unit, each k-tile's A tile and
 // this block's share of the B tile (multicast to every block of the cluster) into the next ring
 // slot, once every consumer of the cluster released it. Boxes past M, N or K are zero-filled by
-// TMA and still count their full bytes. The gated kernel (Tr::kGated, no cluster) loads the B tile
-// in two boxes: its first kBN / 2 rows from B (the gate's weight), its last kBN / 2 from the same
-// rows of B2 (the up projection's), so that each consumer thread holds a gate value and its up
-// value in accumulators of the same row, kBN / 2 columns apart (epilogue_c.h, store_gated_tile).
+// TMA and still count their full bytes. The gated kernel (Tr::kGated) loads the B tile in two
+// boxes: its first kBN / 2 rows from B (the gate's weight), its last kBN / 2 from the same rows of
+// B2 (the up projection's), so that each consumer thread holds a gate value and its up value in
+// accumulators of the same row, kBN / 2 columns apart (epilogue_c.h, store_gated_tile); in a
+// cluster each block loads its share of both boxes and multicasts it, as for B alone.
 template <class Tr>
 CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::SharedStorage& smem, const TileWalk<Tr>& walk) {
   constexpr int kBM = Tr::kBM, kBoxN = Tr::kBoxN, kBK = Tr::kBK, kCluster = Tr::kCluster;
-  static_assert(!Tr::kGated || kCluster == 1, "the gated kernels have no cluster");
   const GemmParams& p = params.p;
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename Tr::SmemLayoutB{});  // (BN,BK,PIPE)
@@ -146,7 +146,7 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
       if constexpr (Tr::kGated) {
         Tensor mB2 = params.tma_b2.get_tma_tensor(make_shape(n_b, p.k, p.batch));
         Tensor gB2 = local_tile(mB2(_, _, lb), make_tile(Int<kBoxN>{}, Int<kBK>{}), make_coord(tile.n, _));
-        return tma_partition(params.tma_b2, Int<0>{}, Layout<_1>{},
+        return tma_partition(params.tma_b2, walk.rank, Layout<Int<kCluster>>{},
                              group_modes<0, 2>(local_tile(sB, box, make_coord(1, 0, 0))), group_modes<0, 2>(gB2));
       } else {
         return 0;
@@ -161,14 +161,11 @@ CUTE_DEVICE void produce_tma(KernelParams<Tr> const& params, typename Tr::Shared
       EmptyBarrier::wait(&smem.empty[ring.stage], ring.phase ^ 1);
       FullBarrier::arrive_and_expect_tx(&smem.full[ring.stage], Tr::kTmaBytesPerStage);  // every box
       copy(params.tma_a.with(smem.full[ring.stage], 0, hint_a), tAgA(_, kt), tAsA(_, ring.stage));
-      if constexpr (kCluster > 1) {
-        copy(params.tma_b.with(smem.full[ring.stage], uint16_t((1u << kCluster) - 1), hint_b), tBgB(_, kt),
-             tBsB(_, ring.stage));
-      } else {
-        copy(params.tma_b.with(smem.full[ring.stage], 0, hint_b), tBgB(_, kt), tBsB(_, ring.stage));
-      }
+      // Each share of B (and B2) goes to every block of the cluster; without one the mask is unused.
+      constexpr uint16_t kPeers = kCluster > 1 ? uint16_t((1u << kCluster) - 1) : 0;
+      copy(params.tma_b.with(smem.full[ring.stage], kPeers, hint_b), tBgB(_, kt), tBsB(_, ring.stage));
       if constexpr (Tr::kGated) {
-        copy(params.tma_b2.with(smem.full[ring.stage], 0, hint_b), get<0>(b2)(_, kt), get<1>(b2)(_, ring.stage));
+        copy(params.tma_b2.with(smem.full[ring.stage], kPeers, hint_b), get<0>(b2)(_, kt), get<1>(b2)(_, ring.stage));
       }
       trace(kTrIssued, loads++);
       ring.advance();

@@ -33,8 +33,8 @@ struct KernelTraits {
   static constexpr bool kCpAsync = CpAsync;
   static constexpr bool kGated = Gated;
   static_assert(!CpAsync || (kCfg.cluster_m == 1 && sizeof(Element) == 2), "narrow kernels: 16-bit rows without a cluster");
-  static_assert(!Gated || (!CpAsync && kCfg.cluster_m == 1 && BKMajor && sizeof(Element) == 2 && kCfg.bn % 128 == 0),
-                "gated kernels: 16-bit, TMA, no cluster, K-major B, whole 64-column chunks in each half");
+  static_assert(!Gated || (!CpAsync && BKMajor && sizeof(Element) == 2 && kCfg.bn % 128 == 0),
+                "gated kernels: 16-bit, TMA, K-major B, whole 64-column chunks in each half");
   // The table's K tile is for 16-bit elements; TF32 keeps the bytes (one 128-byte swizzle row).
   static constexpr int kBM = kCfg.bm, kBN = kCfg.bn, kBK = kCfg.bk * 2 / int(sizeof(Element)), kStages = kCfg.stages;
   static constexpr int kConsumers = kCfg.consumers;
