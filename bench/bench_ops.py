@@ -6,6 +6,7 @@ inputs, same run.
     python -P bench/bench_ops.py --section fused --shapes 4096x14336x4096 --layout nn
     python -P bench/bench_ops.py --section mlp --mlp 8192x4096x14336 --mlp-activation silu
     python -P bench/bench_ops.py --section gated --gated 1x14336x4096 --after-op
+    python -P bench/bench_ops.py --section gated --gated 2048x14336x4096 --variants auto,sm90:0,sk
 
 fused: cute_gemm.addmm(bias, a, b, activation=act), one kernel, against
 act(torch.addmm(bias, a, b)), cuBLAS then an elementwise kernel that reads and writes C again.
@@ -20,7 +21,8 @@ torch.nn.Linear with the same weights. Eager, CUDA events, median of loops.
 gated: torch.ops.cute_gemm.gated_mm(x, w_gate, w_up), one kernel computing act(x w_gate^T) *
 (x w_up^T) (nn.GatedMLP's gate and up projections), against torch's two GEMMs, the activation and
 the product; M tokens, FF the intermediate size, D the hidden size; weights of N(0, 0.02). Timed as
-fused, with --after-op also each call right after another kernel, as a model makes it.
+fused, with --after-op also each call right after another kernel, as a model makes it; with
+--variants also gated_mm pinned to other rows, K slices or the stream-K tail (bench_mm.py's names).
 
 Every result is checked against a float32 reference before it is timed (relative Frobenius
 error); a wrong one is reported as WRONG and never timed. docs/benchmark.md describes the output.
@@ -32,6 +34,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import platform
 import shlex
 import sys
@@ -95,6 +98,9 @@ def parse_args(argv=None):
     ap.add_argument("--after-op", nargs="?", type=bench_mm.positive_float, const=32.0, default=None, metavar="MIB",
                     help="gated: also time each call right after an in-place scale of a MIB MiB buffer (32 "
                          "unless given), less that kernel's own time")
+    ap.add_argument("--variants", type=bench_mm.parse_variants, default=["auto"],
+                    help="gated: gated_mm's plans to time beside its rule (auto), by bench_mm.py's names: "
+                         "sm90:N, sm90:N/S, splits:S, sk, nopdl, l2normal, ... (default: auto)")
     ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     ap.add_argument("--seconds", type=bench_mm.positive_float, default=0.3, help="timed time per measurement")
     ap.add_argument("--json", type=Path, default=Path("bench/out/ops.json"), help="where to write results")
@@ -218,8 +224,9 @@ def mlp_row(torch, cute_gemm, mlp, activation, dname, seconds) -> dict:
     return row
 
 
-def gated_row(torch, shape, activation, dname, l2, seconds, after_op=None) -> dict:
-    """Check and time act(x @ w_gate.t()) * (x @ w_up.t()) in torch and gated_mm on one shape."""
+def gated_row(torch, shape, activation, dname, l2, seconds, after_op=None, variants=("auto",)) -> dict:
+    """Check and time act(x @ w_gate.t()) * (x @ w_up.t()) in torch and gated_mm on one shape: its rule
+    ("gated_mm") and each other variant ("gated_mm[sm90:0]": bench_mm.variant_env's knobs)."""
     m, n, k = shape
     dtype = getattr(torch, DTYPES[dname])
     per_set = (m * k + 2 * n * k + m * n) * 2
@@ -231,8 +238,11 @@ def gated_row(torch, shape, activation, dname, l2, seconds, after_op=None) -> di
     act = torch_activation(torch, activation)
     x0, (g0, u0) = sets[0]
     ref = act(x0.float() @ g0.float().t()) * (x0.float() @ u0.float().t())
-    impls = [("torch", lambda x, w: act(x @ w[0].t()) * (x @ w[1].t()), {}),
-             ("gated_mm", lambda x, w: torch.ops.cute_gemm.gated_mm(x, w[0], w[1], activation=activation), {})]
+    def gated(x, w):
+        return torch.ops.cute_gemm.gated_mm(x, w[0], w[1], activation=activation)
+
+    impls = [("torch", lambda x, w: act(x @ w[0].t()) * (x @ w[1].t()), {}), ("gated_mm", gated, {})]
+    impls += [(f"gated_mm[{v}]", gated, bench_mm.variant_env(v)) for v in variants if v != "auto"]
     row = {"m": m, "n": n, "k": k, "dtype": dname, "activation": activation, "reps": reps, "impls": {}}
     results = bench_mm.measure_row(torch, impls, sets, ref, bench_mm.REL_BOUND[dname], seconds, after_op)
     record(row, results, baseline="torch")
@@ -242,12 +252,17 @@ def gated_row(torch, shape, activation, dname, l2, seconds, after_op=None) -> di
 
 
 def finish_gated(row: dict) -> dict:
-    """TFLOP/s, the weights' GB/s and torch's time over gated_mm's (also after an op, where timed)."""
+    """TFLOP/s, the weights' GB/s and torch's time over each gated_mm variant's (x_torch, also after
+    an op where timed); the rule's as the row's ratio."""
     flops, weight_bytes = 2.0 * row["m"] * 2 * row["n"] * row["k"], 2 * row["n"] * row["k"] * 2
+    t = row["impls"].get("torch", {})
     for res in row["impls"].values():
         if "us" in res:
             res["tflops"], res["weights_gbps"] = flops / res["us"] / 1e6, weight_bytes / res["us"] / 1e3
-    t, g = row["impls"].get("torch", {}), row["impls"].get("gated_mm", {})
+            res["x_torch"] = t["us"] / res["us"] if "us" in t else None
+            if t.get("after_op_us") and res.get("after_op_us"):
+                res["x_torch_after_op"] = t["after_op_us"] / res["after_op_us"]
+    g = row["impls"].get("gated_mm", {})
     row["ratio"] = t["us"] / g["us"] if "us" in t and "us" in g else None
     after = (t.get("after_op_us"), g.get("after_op_us"))
     row["ratio_after_op"] = after[0] / after[1] if after[0] and after[1] and after[1] > 0 else None
@@ -330,6 +345,16 @@ def format_gated(rows: list[dict]) -> str:
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     out += ["", "geomean torch/gated_mm: " + (f"{bench_mm.geomean(ratios):.3f} over {bench_mm.n_shapes(len(ratios))}"
                                                if ratios else "-")]
+    others = [(r, name, res) for r in rows for name, res in r["impls"].items() if name.startswith("gated_mm[")]
+    if others:
+        out += ["", "| M x FF x D | variant | us | torch/variant |" + (" after an op: us | torch/variant |" if after else ""),
+                "|---|---|---|---|" + ("---|---|" if after else "")]
+        for r, name, res in others:
+            line = (f"| {r['m']}x{r['n']}x{r['k']} | {name[len('gated_mm['):-1]} | {cell(res, 'us', '.1f')} | "
+                    f"{bench_mm.fmt(res.get('x_torch'), '.2f')} |")
+            if after:
+                line += f" {cell(res, 'after_op_us', '.1f')} | {bench_mm.fmt(res.get('x_torch_after_op'), '.2f')} |"
+            out.append(line)
     return "\n".join(out)
 
 
@@ -367,9 +392,12 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 references are float32
 
     env = environment(torch, cute_gemm, argv)
-    env.update(sections=args.section, dtype=args.dtype, seconds=args.seconds, after_op=args.after_op)
+    env.update(sections=args.section, dtype=args.dtype, seconds=args.seconds, after_op=args.after_op,
+               variants=args.variants)
     print(f"# {env['gpu']} ({env['sms']} SMs), driver {env['driver'] or '?'}, torch {env['torch']}, "
           f"CUDA {env['cuda']}, cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}", flush=True)
+    if note := bench_mm.ignored_knobs_note(os.environ):
+        print(note, flush=True)
     started = time.monotonic()
     doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": []}
     l2 = env["l2_bytes"] or 50 * 2**20
@@ -387,7 +415,7 @@ def main(argv=None) -> int:
     if "gated" in args.section:
         after_op = bench_mm.other_kernel(torch, args.after_op)
         for shape in args.gated:
-            row = gated_row(torch, shape, args.gated_activation, args.dtype, l2, args.seconds, after_op)
+            row = gated_row(torch, shape, args.gated_activation, args.dtype, l2, args.seconds, after_op, args.variants)
             doc["gated"].append(row)
             print(f"[{time.monotonic() - started:5.0f} s] gated {args.dtype} {'x'.join(map(str, shape))} "
                   f"{args.gated_activation}: ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)

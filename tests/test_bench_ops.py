@@ -104,6 +104,23 @@ def test_gated_table():
     assert not bench.any_bad({"fused": [], "mlp": None, "gated": rows[:1]})
 
 
+def test_gated_variants():
+    """--variants: gated_mm pinned by bench_mm.py's variant names, each in a table of its own beside the
+    rule, as torch's time over the variant's."""
+    assert bench.parse_args([]).variants == ["auto"]
+    assert bench.parse_args(["--variants", "auto,sm90:0,sk"]).variants == ["auto", "sm90:0", "sk"]
+    row = gated(2048, 14336, 4096, 800.0, 700.0, after=(810.0, 720.0))
+    row["impls"]["gated_mm[sm90:0]"] = {"us": 640.0, "after_op_us": 900.0}
+    row["impls"]["gated_mm[sk]"] = {"wrong": True, "rel_err": 0.5}
+    row = bench.finish_gated(row)
+    assert row["ratio"] == pytest.approx(800 / 700)  # the rule's
+    assert row["impls"]["gated_mm[sm90:0]"]["x_torch"] == pytest.approx(1.25)
+    text = bench.format_gated([row])
+    assert "| 2048x14336x4096 | sm90:0 | 640.0 | 1.25 | 900.0 | 0.90 |" in text
+    assert "| 2048x14336x4096 | sk | WRONG (rel err 5.0e-01) | - |" in text
+    assert "variant" not in bench.format_gated([gated(1, 64, 64, 2.0, 1.0)])
+
+
 def test_without_a_gpu_it_says_so_in_one_sentence():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     run = subprocess.run([sys.executable, "-P", str(BENCH)], env=env, capture_output=True, text=True, timeout=300)
