@@ -124,6 +124,15 @@ def main():
             os.environ.pop("CUTE_GEMM_STREAM_K")
             check(torch.ops.cute_gemm.gated_mm(x, wg, wu), x, wg, ref)
             cases += 2
+            # gated_mm in 2x1 clusters (row 2: each block multicasts its share of both weights'
+            # boxes to the pair) on 300 rows: the second block of the last pair computes a tile past M.
+            os.environ["CUTE_GEMM_SM90_CONFIG"] = "2"
+            x = torch.randn(300, 1024, device="cuda").bfloat16()
+            wg, wu = (torch.randn(1000, 1024, device="cuda").bfloat16() for _ in range(2))
+            ref = torch.nn.functional.silu(x.double() @ wg.double().t()) * (x.double() @ wu.double().t())
+            check(torch.ops.cute_gemm.gated_mm(x, wg, wu), x, wg, ref)
+            os.environ.pop("CUTE_GEMM_SM90_CONFIG")
+            cases += 1
             # Operands TMA reads in place although their extent is not whole 16-byte vectors (the
             # last row ends where the allocation does), and K % 8 != 0 rows copied into a buffer
             # whose padding is never zeroed (TMA stops at K).
