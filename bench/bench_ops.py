@@ -63,6 +63,11 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 # fused: "none" is the bias alone, torch.addmm (cuBLAS's own bias epilogue) against cute_gemm.addmm.
 FUSED_ACTIVATIONS = ("none",) + ACTIVATIONS
 SECTIONS = ("fused", "mlp", "gated")
+# gated: the rows with a gated kernel (csrc/sm90/configs.h, kGatedConfigs) and the knobs that gated_mm
+# reads (csrc/gated_plan.cpp): a variant setting any other would time the rule under another name.
+GATED_ROWS = ("0", "1", "2", "4")
+GATED_KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_SPLITS", "CUTE_GEMM_STREAM_K", "CUTE_GEMM_PDL",
+               "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_L2_HINT")
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 TARGET = 1.1  # the fused epilogue should save at least this much over the unfused pair
 
@@ -74,6 +79,20 @@ def parse_mlp(text: str) -> tuple[int, int, int]:
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise argparse.ArgumentTypeError(f"'{text}' is not TOKENSxDxHIDDEN with positive integers")
     return tuple(int(p) for p in parts)
+
+
+def parse_gated_variants(text: str) -> list[str]:
+    """bench_mm.py's variants, limited to those gated_mm honours: the sm90 family, its gated rows, K
+    slices, the stream-K tail, PDL, the HBM rules and the L2 hints."""
+    variants = bench_mm.parse_variants(text)
+    for v in variants:
+        env = bench_mm.variant_env(v)
+        if (set(env) - set(GATED_KNOBS) or env.get("CUTE_GEMM_FAMILY", "auto") not in ("auto", "sm90")
+                or env.get("CUTE_GEMM_SM90_CONFIG", "0") not in GATED_ROWS):
+            raise argparse.ArgumentTypeError(
+                f"variant '{v}' is not one gated_mm runs: auto, sk, nosk, nopdl, l2normal, l2first, l2last, fasthbm, "
+                f"slowhbm, splits:S, sm90:N or sm90:N/S with N a gated row ({', '.join(GATED_ROWS)}), or such joined by '+'")
+    return variants
 
 
 def parse_args(argv=None):
@@ -98,9 +117,10 @@ def parse_args(argv=None):
     ap.add_argument("--after-op", nargs="?", type=bench_mm.positive_float, const=32.0, default=None, metavar="MIB",
                     help="gated: also time each call right after an in-place scale of a MIB MiB buffer (32 "
                          "unless given), less that kernel's own time")
-    ap.add_argument("--variants", type=bench_mm.parse_variants, default=["auto"],
+    ap.add_argument("--variants", type=parse_gated_variants, default=["auto"],
                     help="gated: gated_mm's plans to time beside its rule (auto), by bench_mm.py's names: "
-                         "sm90:N, sm90:N/S, splits:S, sk, nopdl, l2normal, ... (default: auto)")
+                         f"sm90:N or sm90:N/S (N a gated row: {', '.join(GATED_ROWS)}), splits:S, sk, nosk, nopdl, "
+                         "l2normal, l2first, l2last, fasthbm, slowhbm (default: auto)")
     ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     ap.add_argument("--seconds", type=bench_mm.positive_float, default=0.3, help="timed time per measurement")
     ap.add_argument("--json", type=Path, default=Path("bench/out/ops.json"), help="where to write results")
@@ -328,7 +348,7 @@ def format_mlp(row: dict | None) -> str:
 def format_gated(rows: list[dict]) -> str:
     if not rows:
         return ""
-    after = any(r["ratio_after_op"] is not None for r in rows)
+    after = any("after_op_us" in res for r in rows for res in r["impls"].values())
     out = [f"## gated: torch.ops.cute_gemm.gated_mm(x, w_gate, w_up) vs {rows[0]['activation']}(x @ w_gate.t()) * "
            f"(x @ w_up.t()), {rows[0]['dtype']}", "",
            "| M x FF x D | torch us | gated_mm us | gated_mm TFLOP/s | weights GB/s (gated_mm) | torch/gated_mm |"
@@ -396,8 +416,9 @@ def main(argv=None) -> int:
                variants=args.variants)
     print(f"# {env['gpu']} ({env['sms']} SMs), driver {env['driver'] or '?'}, torch {env['torch']}, "
           f"CUDA {env['cuda']}, cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}", flush=True)
-    if note := bench_mm.ignored_knobs_note(os.environ):
-        print(note, flush=True)
+    # The fused and gated sections set the knobs per column; the mlp section runs under the environment's.
+    if ("fused" in args.section or "gated" in args.section) and (note := bench_mm.ignored_knobs_note(os.environ)):
+        print("# note (fused, gated): " + note.removeprefix("# note: "), flush=True)
     started = time.monotonic()
     doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": []}
     l2 = env["l2_bytes"] or 50 * 2**20

@@ -1,6 +1,7 @@
 """bench/bench_ops.py on CPU: arguments, tables and the no-GPU message. The timing is not a test."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,11 +105,21 @@ def test_gated_table():
     assert not bench.any_bad({"fused": [], "mlp": None, "gated": rows[:1]})
 
 
-def test_gated_variants():
+def test_gated_variants(capsys):
     """--variants: gated_mm pinned by bench_mm.py's variant names, each in a table of its own beside the
     rule, as torch's time over the variant's."""
     assert bench.parse_args([]).variants == ["auto"]
     assert bench.parse_args(["--variants", "auto,sm90:0,sk"]).variants == ["auto", "sm90:0", "sk"]
+    assert bench.parse_args(["--variants", "sm90:2/3,splits:2,nopdl+l2first"]).variants == ["sm90:2/3", "splits:2",
+                                                                                             "nopdl+l2first"]
+    # Variants that gated_mm would not run as named: a row without a gated kernel, the sm80 family,
+    # the autotune cache, the swapped or narrow paths.
+    for v in ("sm90:7", "sm80", "tuned", "swap64", "narrow90"):
+        assert f"variant '{v}' is not one gated_mm runs" in usage_error(capsys, ["--variants", f"auto,{v}"])
+    # The rows named here are the header's.
+    header = (Path(__file__).resolve().parent.parent / "csrc" / "sm90" / "configs.h").read_text()
+    rows = re.search(r"kGatedConfigs\[\] = \{([\d, ]*)\};", header).group(1)
+    assert bench.GATED_ROWS == tuple(r.strip() for r in rows.split(","))
     row = gated(2048, 14336, 4096, 800.0, 700.0, after=(810.0, 720.0))
     row["impls"]["gated_mm[sm90:0]"] = {"us": 640.0, "after_op_us": 900.0}
     row["impls"]["gated_mm[sk]"] = {"wrong": True, "rel_err": 0.5}
@@ -119,6 +130,10 @@ def test_gated_variants():
     assert "| 2048x14336x4096 | sm90:0 | 640.0 | 1.25 | 900.0 | 0.90 |" in text
     assert "| 2048x14336x4096 | sk | WRONG (rel err 5.0e-01) | - |" in text
     assert "variant" not in bench.format_gated([gated(1, 64, 64, 2.0, 1.0)])
+    # A variant's after-op times show where the rule's own failed.
+    failed = gated(16, 64, 64, 2.0, "failed", after=(3.0, None))
+    failed["impls"]["gated_mm[sk]"] = {"us": 1.0, "after_op_us": 1.5}
+    assert "| 16x64x64 | sk | 1.0 | 2.00 | 1.5 | 2.00 |" in bench.format_gated([bench.finish_gated(failed)])
 
 
 def test_without_a_gpu_it_says_so_in_one_sentence():

@@ -249,12 +249,15 @@ def test_epilogue_kernel(plan_of):
 @needs_cxx
 def test_gated_plan(plan_of):
     """gated_mm: the sm90 gated kernels on 128x256 tiles (128 columns of C each) in 2x1 clusters past
-    one wave of them, alone where they fill the GPU, else 128x128 (K slices by the row's rule);
+    one wave of them where the tile rows pair up, alone otherwise where they fill the GPU, else
+    128x128 (K slices by the row's rule);
     M <= 64 on 64x128 tiles, whole; torch's path wherever the fused kernel cannot read or write in
     place."""
     # x (M, K) @ w.t(): B K-major (bn=0), as nn.GatedMLP's weights. 65 x 14336: 112 tiles of 128x256
-    # on 132 SMs; 129 x 14336: 224.
+    # on 132 SMs; 129 x 14336: 224 in two tile rows, a pair; 100 x 28672 and 300 x 14336: past one
+    # wave, but one or three tile rows, which pairs would pad with tiles past M.
     for m, n, k, row, splits in [(4096, 14336, 4096, 2, 1), (2048, 14336, 4096, 2, 1), (129, 14336, 4096, 2, 1),
+                                 (100, 28672, 4096, 0, 1), (300, 14336, 4096, 0, 1),
                                  (65, 14336, 4096, 0, 1), (256, 1024, 4096, 1, 4),
                                  (1, 14336, 4096, 4, 1), (64, 14336, 4096, 4, 1), (1, 28672, 8192, 4, 1),
                                  (16, 1024, 4096, 4, 1), (1, 8, 64, 4, 1)]:

@@ -172,15 +172,18 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 }
 
 // The gated kernel's row for an (m, n) C (the kernel computes 2 n columns): M <= 64 (decode) on row
-// 4's 64-row tiles, whole (gated_plan.cpp); past one wave of 128x256 tiles their 2x1 cluster tile
-// (B and B2 read from L2 once per pair), as choose_config's rule for plain GEMMs; else 128x256 tiles
-// where they give three quarters of the SMs a block, else 128x128 (twice the tiles). Streaming the
-// weights at M <= 64, the 64-row tiles beat 128x256 by 8 % and K slices lose: the partials cost
-// more than the SMs that the last wave leaves idle (docs/tuning.md section 24, the gated kernel).
+// 4's 64-row tiles, whole (gated_plan.cpp); past one wave of 128x256 tiles with the tile rows in
+// whole pairs, their 2x1 cluster tile (B and B2 read from L2 once per pair: at 512-8192 tokens as
+// fast as 128x256 alone or 6-14 % faster; an odd tile row would make its pair compute a tile past
+// M); else 128x256 tiles where they give three quarters of the SMs a block, else 128x128 (twice the
+// tiles). Streaming the weights at M <= 64, the 64-row tiles beat 128x256 by 8 % and K slices lose:
+// the partials cost more than the SMs that the last wave leaves idle (docs/tuning.md section 24,
+// the gated kernel at decode and in 2x1 clusters).
 inline int choose_gated_config(int m, int n, int num_sms) {
   if (m <= 64) return k64x128;
-  const TileConfig& c = kConfigs[k128x256];
-  if (tile_count(m, 2 * n, c.bm, c.bn) > num_sms) return k128x256Pair;
+  const TileConfig &c = kConfigs[k128x256], &pair = kConfigs[k128x256Pair];
+  const bool paired = (m + pair.bm - 1) / pair.bm % pair.cluster_m == 0;
+  if (paired && tile_count(m, 2 * n, c.bm, c.bn) > num_sms) return k128x256Pair;
   return tiles_fill_gpu(m, 2 * n, c.bm, c.bn, num_sms) ? k128x256 : k128x128;
 }
 
