@@ -50,7 +50,7 @@ Plan gated_plan(Plan plan, const Problem& p, const Overrides& o) {
   plan.cfg = pinned ? o.sm90_config : sm90::choose_gated_config(int(M), int(N), sms);
   plan.rule = pinned                         ? "gated: pinned (CUTE_GEMM_SM90_CONFIG)"
               : plan.cfg == sm90::k64x128    ? "gated, M <= 64: 64x128 tiles (64 columns of C)"
-              : plan.cfg == sm90::k128x256Pair ? "gated: past one wave of 128x256 tiles, their 2x1 cluster tile"
+              : plan.cfg == sm90::k128x256Pair ? "gated: past one wave of 128x256 tiles, rows in pairs: 2x1 clusters"
               : plan.cfg == sm90::k128x256   ? "gated: 128x256 tiles (128 columns of C) fill the GPU"
                                              : "gated: 128x128 tiles (64 columns of C)";
   // Row 4 stays whole: its K slices lost at decode (docs/tuning.md section 24, the gated kernel at
