@@ -283,9 +283,7 @@ def finish_gated(row: dict) -> dict:
             if t.get("after_op_us") and res.get("after_op_us"):
                 res["x_torch_after_op"] = t["after_op_us"] / res["after_op_us"]
     g = row["impls"].get("gated_mm", {})
-    row["ratio"] = t["us"] / g["us"] if "us" in t and "us" in g else None
-    after = (t.get("after_op_us"), g.get("after_op_us"))
-    row["ratio_after_op"] = after[0] / after[1] if after[0] and after[1] and after[1] > 0 else None
+    row["ratio"], row["ratio_after_op"] = g.get("x_torch"), g.get("x_torch_after_op")
     return row
 
 

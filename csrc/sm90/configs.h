@@ -82,6 +82,13 @@ inline long long block_tiles(int m, int n, const TileConfig& c) {
   return (rows + c.cluster_m - 1) / c.cluster_m * c.cluster_m * ((n + c.bn - 1) / c.bn);
 }
 
+// Whether a cluster row's clusters pair up the tile rows of an M-row problem (an odd tile row
+// would leave a block of each pair on a tile past M).
+inline bool pairs_tile_rows(int m, int row) {
+  const TileConfig& c = kConfigs[row];
+  return (m + c.bm - 1) / c.bm % c.cluster_m == 0;
+}
+
 // The L2 policies of a launch's TMA loads (GemmParams::l2_policy_a / _b). mode 0: every line
 // evict-normal. mode 1: an operand that the launch reads once (A where one tile column covers N, B
 // where one cluster's tile rows cover M, and neither broadcast over batches: a decode step's
@@ -181,9 +188,8 @@ inline int choose_splits(int m, int n, int k, long long batch, int cfg, int num_
 // the gated kernel at decode and in 2x1 clusters).
 inline int choose_gated_config(int m, int n, int num_sms) {
   if (m <= 64) return k64x128;
-  const TileConfig &c = kConfigs[k128x256], &pair = kConfigs[k128x256Pair];
-  const bool paired = (m + pair.bm - 1) / pair.bm % pair.cluster_m == 0;
-  if (paired && tile_count(m, 2 * n, c.bm, c.bn) > num_sms) return k128x256Pair;
+  const TileConfig& c = kConfigs[k128x256];
+  if (pairs_tile_rows(m, k128x256Pair) && tile_count(m, 2 * n, c.bm, c.bn) > num_sms) return k128x256Pair;
   return tiles_fill_gpu(m, 2 * n, c.bm, c.bn, num_sms) ? k128x256 : k128x128;
 }
 
@@ -251,17 +257,12 @@ inline bool tile192_pays(int m, int n, long long batch, int num_sms) {
 static_assert(kConfigs[k128x128Pair].cluster_m == 2 && kConfigs[k128x128Pair].bm == kConfigs[k128x128].bm &&
                   kConfigs[k128x128Pair].bn == kConfigs[k128x128].bn,
               "row 9 is row 1's tile in 2x1 clusters");
-// Whether row 9's 2x1 clusters pair up the tile rows of an M-row problem.
-inline bool pairs_tile_rows(int m) {
-  const TileConfig& c = kConfigs[k128x128Pair];
-  return (m + c.bm - 1) / c.bm % c.cluster_m == 0;
-}
 inline bool cluster128_pays(int m, int n, int k, long long batch, int num_sms) {
   const TileConfig& c = kConfigs[k128x128Pair];
   const long long rows = (m + c.bm - 1) / c.bm;
   const long long tiles = tile_count(m, n, c.bm, c.bn) * batch;
   const long long k_tiles = (k + c.bk - 1) / c.bk;
-  return pairs_tile_rows(m) && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
+  return pairs_tile_rows(m, k128x128Pair) && tiles <= num_sms && (k_tiles >= 64 || (rows == 2 && k_tiles >= 32)) &&
          3 * tiles * choose_splits(m, n, k, batch, k128x128Pair, num_sms) >= 2LL * num_sms;
 }
 
@@ -324,7 +325,7 @@ inline int choose_config(int m, int n, int k, long long batch, int num_sms, bool
     // in 2x1 clusters reads B once per pair, and plain 128x128 tiles where the tile rows do not
     // pair (docs/tuning.md section 6, B's rows off the lines).
     if (!b_lined) {
-      return pairs_tile_rows(m)
+      return pairs_tile_rows(m, k128x128Pair)
                  ? pick(k128x128Pair, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128 in 2x1 "
                                       "clusters")
                  : pick(k128x128, "few tiles, K does not split, B's rows off the 128-byte lines: 128x128");
