@@ -3,6 +3,7 @@
     python3 -P scripts/step_gemms.py                  # bf16 parameters
     python3 -P scripts/step_gemms.py --amp            # float32 parameters, bf16 autocast
     python3 -P scripts/step_gemms.py --decode 1       # the decode step at M = 1 instead
+    python3 -P scripts/step_gemms.py --variants sm90:0,sm90:2   # also cute_gemm's calls alone on other rows
 
 --decode M: the models benchmark's Llama-3-8B decode step (8 layers, 1024 cached tokens) at M
 tokens, eager (the benchmark replays it in a CUDA graph; a kernel's duration is the same), torch's
@@ -17,12 +18,15 @@ timed inside the step with torch.profiler (the kernels it launched, summed; CUTE
 --pdl, so that no two kernels overlap), and alone: its first call replayed on the same tensors in a
 CUDA graph. Prints per shape and layout: the calls per step, each impl's GPU time in the step and
 alone, the ratios and the kernels each call launched; then the kernels whose counts per step differ.
-Measurement only.
+--variants (bench/bench_mm.py's names: sm90:N, sm90:N/S, splits:S, sk, ...): each cute_gemm call
+also replayed alone under those knobs, on the step's own tensors (the benchmark's operands are
+random). Measurement only.
 """
 
 import argparse
 import collections
 import copy
+import math
 import importlib.util
 import os
 import re
@@ -106,8 +110,25 @@ def short(name: str) -> str:
     return name[:60]
 
 
+def variant_times(calls: dict, variants: list[str]) -> dict:
+    """Per label: {variant: us alone} for each of bench_mm's variants (its knobs set while the call is
+    captured; the knobs this script set itself, CUTE_GEMM_PDL, kept unless the variant sets them)."""
+    kept = {k: os.environ[k] for k in BENCH_MM.KNOBS if k in os.environ}
+    out = {}
+    for desc, call in calls.items():
+        out[desc] = {}
+        for v in variants:
+            try:
+                with BENCH_MM.knobs({**kept, **BENCH_MM.variant_env(v)}):
+                    out[desc][v] = alone_us(call)
+            except (RuntimeError, ValueError):  # a row that cannot run this call: no time, the others go on
+                out[desc][v] = math.nan
+    return out
+
+
 def profile_step(step, steps: int):
-    """Per label: (calls, GPU us, kernel names) per step; and kernel name -> launches per step."""
+    """Per label: (calls, GPU us, kernel names, us alone) per step; kernel name -> launches per step;
+    and the label's first call (for variant_times)."""
     from torch.profiler import ProfilerActivity, profile
 
     step()
@@ -135,7 +156,7 @@ def profile_step(step, steps: int):
     counts = collections.Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
     alone = {d: alone_us(call) for d, call in label.calls.items()}
     return ({d: (n / steps, us / steps, ks, alone[d]) for d, (n, us, ks) in per_label.items()},
-            {name: c / steps for name, c in counts.items()})
+            {name: c / steps for name, c in counts.items()}, label.calls)
 
 
 def ratio(torch_us: float, cute_us: float) -> str:
@@ -149,6 +170,9 @@ def main() -> int:
     ap.add_argument("--pdl", action="store_true", help="leave CUTE_GEMM_PDL as it is (overlapping kernels)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--decode", type=int, metavar="M", help="the decode step at M tokens instead of training")
+    ap.add_argument("--variants", type=BENCH_MM.parse_variants, default=[],
+                    help="bench_mm's variants (sm90:N, sm90:N/S, splits:S, sk, ...): cute_gemm's calls also "
+                         "timed alone under each")
     args = ap.parse_args()
     if not args.pdl:
         os.environ["CUTE_GEMM_PDL"] = "0"
@@ -156,7 +180,7 @@ def main() -> int:
     import cute_gemm
 
     steps = decode_steps(bm, cute_gemm, args.decode) if args.decode else train_steps(bm, cute_gemm, args.amp)
-    report(steps, args.steps)
+    report(steps, args.steps, args.variants)
     return 0
 
 
@@ -202,15 +226,16 @@ def train_steps(bm, cute_gemm, amp: bool) -> dict:
     return steps
 
 
-def report(steps: dict, n_steps: int) -> None:
-    """Profiles both steps and prints the per-GEMM table and the kernels whose counts differ."""
+def report(steps: dict, n_steps: int, variants: list[str] = ()) -> None:
+    """Profiles both steps and prints the per-GEMM table, the variants' table (if any) and the
+    kernels whose counts differ."""
     # Profiled in turn, twice each, the second round kept: clocks and heat reach both alike.
     results = {}
     for _ in range(2):
         for name, step in steps.items():
             results[name] = profile_step(step, n_steps)
 
-    (tl, tk), (cl, ck) = results["torch"], results["cute_gemm"]
+    (tl, tk, _), (cl, ck, calls) = results["torch"], results["cute_gemm"]
 
     def key(desc):  # the same GEMM whichever op ran it
         shape, lay, _ = desc.split(" ")
@@ -243,10 +268,32 @@ def report(steps: dict, n_steps: int) -> None:
     if any(d.endswith(" gated_mm") for d in cl):
         print("(Nc: cute_gemm's calls where torch made none: gated_mm's M x 2N x K stands for torch's gate and "
               "up GEMMs, two calls of M x N x K, and its silu and product kernels, which are not in these rows)")
+    if variants:
+        print_variants(tl, cl, variant_times(calls, variants), variants)
     print("\nkernels whose launches per step differ (torch, cute_gemm):")
     for name in sorted(set(tk) | set(ck)):
         if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:
             print(f"  {tk.get(name, 0):5.1f} {ck.get(name, 0):5.1f}  {name[:110]}")
+
+
+def print_variants(tl: dict, cl: dict, times: dict, variants: list[str]) -> None:
+    """us per call alone: torch's (its call of the same shape and layout), cute_gemm's default, and
+    each variant's, with x torch."""
+    torch_alone = {}
+    for desc, (_, _, _, alone) in tl.items():
+        shape, lay, _ = desc.split(" ")
+        torch_alone[f"{shape} {lay}"] = alone
+    print("\nus per call alone on the step's tensors (x torch)")
+    print(f"{'shape layout':24} {'torch':>8} {'auto':>14} " + " ".join(f"{v:>14}" for v in variants))
+    for desc, (_, _, _, alone) in sorted(cl.items()):
+        shape, lay, _ = desc.split(" ")
+        t = torch_alone.get(f"{shape} {lay}", 0.0)
+
+        def cell(us):
+            return f"{us:.1f} ({ratio(t, us)})"
+
+        print(f"{shape + ' ' + lay:24} {t:8.1f} {cell(alone):>14} "
+              + " ".join(f"{cell(times[desc][v]):>14}" for v in variants))
 
 
 if __name__ == "__main__":

@@ -48,3 +48,19 @@ def test_kernel_names_are_cut_to_what_tells_them_apart():
     assert S.short("nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN") == "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN"
     assert S.ratio(2.0, 4.0) == "0.50"
     assert S.ratio(0.0, 4.0) == S.ratio(2.0, 0.0) == "-"
+
+
+def test_variants_table_lists_each_variant_against_torchs_call(capsys):
+    # profile_step's rows: (calls, us in the step, kernels, us alone), keyed "shape layout op"
+    torch_rows = {"8x4x5 tn mm": (4, 40.0, None, 10.0)}
+    cute_rows = {"8x4x5 tn mm": (4, 44.0, None, 12.5)}
+    times = {"8x4x5 tn mm": {"sm90:2": 8.0, "sm90:9/2": float("nan")}}
+    S.print_variants(torch_rows, cute_rows, times, ["sm90:2", "sm90:9/2"])
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    # torch 10.0, auto 12.5 (0.80), sm90:2 8.0 (1.25), a variant that could not run: nan (-)
+    assert row[:3] == ["8x4x5", "tn", "10.0"]
+    assert row[3:] == ["12.5", "(0.80)", "8.0", "(1.25)", "nan", "(-)"]
+
+
+def test_variants_are_bench_mms():
+    assert S.BENCH_MM.parse_variants("sm90:0,sm90:9/2,sk") == ["sm90:0", "sm90:9/2", "sk"]
