@@ -91,13 +91,17 @@ class Label(TorchDispatchMode):
             return func(*args, **(kwargs or {}))
 
 
-def alone_us(call, reps: int = 10, seconds: float = 0.05) -> float:
+SECONDS = {"alone": 0.05}  # timing budget per alone_us call (--seconds)
+
+
+def alone_us(call, reps: int = 10, seconds: float | None = None) -> float:
     """GPU time of one such call on the step's own tensors, alone: `reps` calls in a CUDA graph,
     median over replays (bench_mm's timing; the operands stay in the L2 where they fit, as they may
     in the step)."""
     func, args, kwargs = call
     with torch.no_grad():
-        return BENCH_MM.graph_time_us(torch, lambda _a, _b: func(*args, **kwargs), [(None, None)] * reps, seconds)
+        return BENCH_MM.graph_time_us(torch, lambda _a, _b: func(*args, **kwargs), [(None, None)] * reps,
+                                      seconds or SECONDS["alone"])
 
 
 def short(name: str) -> str:
@@ -110,13 +114,17 @@ def short(name: str) -> str:
     return name[:60]
 
 
-def variant_times(calls: dict, variants: list[str]) -> dict:
-    """Per label: {variant: us alone} for each of bench_mm's variants (its knobs set while the call is
-    captured; the knobs this script set itself, CUTE_GEMM_PDL, kept unless the variant sets them)."""
+def variant_times(calls: dict, torch_calls: dict, variants: list[str]) -> dict:
+    """Per label: {"torch": us, "auto": us, variant: us, ...}, all timed alone one after another (the
+    GPU's clock drifts between the profile and these): torch's call of the same shape and layout,
+    cute_gemm's as the rule runs it, then under each of bench_mm's variants (its knobs set while the
+    call is captured; the knobs this script set itself, CUTE_GEMM_PDL, kept unless a variant sets them)."""
     kept = {k: os.environ[k] for k in BENCH_MM.KNOBS if k in os.environ}
+    by_shape = {" ".join(d.split(" ")[:2]): c for d, c in torch_calls.items()}
     out = {}
     for desc, call in calls.items():
-        out[desc] = {}
+        torch_call = by_shape.get(" ".join(desc.split(" ")[:2]))
+        out[desc] = {"torch": alone_us(torch_call) if torch_call else 0.0, "auto": alone_us(call)}
         for v in variants:
             try:
                 with BENCH_MM.knobs({**kept, **BENCH_MM.variant_env(v)}):
@@ -173,7 +181,9 @@ def main() -> int:
     ap.add_argument("--variants", type=BENCH_MM.parse_variants, default=[],
                     help="bench_mm's variants (sm90:N, sm90:N/S, splits:S, sk, ...): cute_gemm's calls also "
                          "timed alone under each")
+    ap.add_argument("--seconds", type=float, default=0.05, help="timing budget of each call alone (default 0.05)")
     args = ap.parse_args()
+    SECONDS["alone"] = args.seconds
     if not args.pdl:
         os.environ["CUTE_GEMM_PDL"] = "0"
     bm = load("bench_models", ROOT / "bench" / "bench_models.py")
@@ -235,7 +245,7 @@ def report(steps: dict, n_steps: int, variants: list[str] = ()) -> None:
         for name, step in steps.items():
             results[name] = profile_step(step, n_steps)
 
-    (tl, tk, _), (cl, ck, calls) = results["torch"], results["cute_gemm"]
+    (tl, tk, torch_calls), (cl, ck, cute_calls) = results["torch"], results["cute_gemm"]
 
     def key(desc):  # the same GEMM whichever op ran it
         shape, lay, _ = desc.split(" ")
@@ -269,31 +279,26 @@ def report(steps: dict, n_steps: int, variants: list[str] = ()) -> None:
         print("(Nc: cute_gemm's calls where torch made none: gated_mm's M x 2N x K stands for torch's gate and "
               "up GEMMs, two calls of M x N x K, and its silu and product kernels, which are not in these rows)")
     if variants:
-        print_variants(tl, cl, variant_times(calls, variants), variants)
+        print_variants(variant_times(cute_calls, torch_calls, variants), variants)
     print("\nkernels whose launches per step differ (torch, cute_gemm):")
     for name in sorted(set(tk) | set(ck)):
         if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:
             print(f"  {tk.get(name, 0):5.1f} {ck.get(name, 0):5.1f}  {name[:110]}")
 
 
-def print_variants(tl: dict, cl: dict, times: dict, variants: list[str]) -> None:
-    """us per call alone: torch's (its call of the same shape and layout), cute_gemm's default, and
-    each variant's, with x torch."""
-    torch_alone = {}
-    for desc, (_, _, _, alone) in tl.items():
-        shape, lay, _ = desc.split(" ")
-        torch_alone[f"{shape} {lay}"] = alone
-    print("\nus per call alone on the step's tensors (x torch)")
+def print_variants(times: dict, variants: list[str]) -> None:
+    """us per call alone (variant_times), with x torch."""
+    print("\nus per call alone on the step's tensors, timed one after another (x torch)")
     print(f"{'shape layout':24} {'torch':>8} {'auto':>14} " + " ".join(f"{v:>14}" for v in variants))
-    for desc, (_, _, _, alone) in sorted(cl.items()):
+    for desc, row in sorted(times.items()):
         shape, lay, _ = desc.split(" ")
-        t = torch_alone.get(f"{shape} {lay}", 0.0)
+        t = row["torch"]
 
         def cell(us):
             return f"{us:.1f} ({ratio(t, us)})"
 
-        print(f"{shape + ' ' + lay:24} {t:8.1f} {cell(alone):>14} "
-              + " ".join(f"{cell(times[desc][v]):>14}" for v in variants))
+        print(f"{shape + ' ' + lay:24} {t:8.1f} {cell(row['auto']):>14} "
+              + " ".join(f"{cell(row[v]):>14}" for v in variants))
 
 
 if __name__ == "__main__":
