@@ -51,11 +51,9 @@ def test_kernel_names_are_cut_to_what_tells_them_apart():
 
 
 def test_variants_table_lists_each_variant_against_torchs_call(capsys):
-    # profile_step's rows: (calls, us in the step, kernels, us alone), keyed "shape layout op"
-    torch_rows = {"8x4x5 tn mm": (4, 40.0, None, 10.0)}
-    cute_rows = {"8x4x5 tn mm": (4, 44.0, None, 12.5)}
-    times = {"8x4x5 tn mm": {"sm90:2": 8.0, "sm90:9/2": float("nan")}}
-    S.print_variants(torch_rows, cute_rows, times, ["sm90:2", "sm90:9/2"])
+    # variant_times' rows: torch's call, the rule's and each variant's us alone, keyed "shape layout op"
+    times = {"8x4x5 tn mm": {"torch": 10.0, "auto": 12.5, "sm90:2": 8.0, "sm90:9/2": float("nan")}}
+    S.print_variants(times, ["sm90:2", "sm90:9/2"])
     row = capsys.readouterr().out.splitlines()[-1].split()
     # torch 10.0, auto 12.5 (0.80), sm90:2 8.0 (1.25), a variant that could not run: nan (-)
     assert row[:3] == ["8x4x5", "tn", "10.0"]
@@ -64,3 +62,22 @@ def test_variants_table_lists_each_variant_against_torchs_call(capsys):
 
 def test_variants_are_bench_mms():
     assert S.BENCH_MM.parse_variants("sm90:0,sm90:9/2,sk") == ["sm90:0", "sm90:9/2", "sk"]
+
+
+def test_variant_times_pairs_torchs_call_and_sets_each_variants_knobs(monkeypatch):
+    import os
+
+    seen = []
+
+    def fake_alone(call, reps=10, seconds=None):
+        seen.append((call, os.environ.get("CUTE_GEMM_SM90_CONFIG"), os.environ.get("CUTE_GEMM_PDL")))
+        return float(len(seen))
+
+    monkeypatch.setattr(S, "alone_us", fake_alone)
+    monkeypatch.setenv("CUTE_GEMM_PDL", "0")  # what the script sets: kept under every variant
+    cute = {"8x4x5 tn mm": "cute-call"}
+    torch_calls = {"8x4x5 tn addmm": "torch-call", "5x4x8 nn mm": "other"}  # the same GEMM through another op
+    times = S.variant_times(cute, torch_calls, ["sm90:2"])
+    assert times == {"8x4x5 tn mm": {"torch": 1.0, "auto": 2.0, "sm90:2": 3.0}}
+    assert seen == [("torch-call", None, "0"), ("cute-call", None, "0"), ("cute-call", "2", "0")]
+    assert "CUTE_GEMM_SM90_CONFIG" not in os.environ  # restored
