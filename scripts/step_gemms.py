@@ -26,8 +26,8 @@ random). Measurement only.
 import argparse
 import collections
 import copy
-import math
 import importlib.util
+import math
 import os
 import re
 from pathlib import Path
@@ -91,17 +91,13 @@ class Label(TorchDispatchMode):
             return func(*args, **(kwargs or {}))
 
 
-SECONDS = {"alone": 0.05}  # timing budget per alone_us call (--seconds)
-
-
-def alone_us(call, reps: int = 10, seconds: float | None = None) -> float:
+def alone_us(call, reps: int = 10, seconds: float = 0.05) -> float:
     """GPU time of one such call on the step's own tensors, alone: `reps` calls in a CUDA graph,
     median over replays (bench_mm's timing; the operands stay in the L2 where they fit, as they may
     in the step)."""
     func, args, kwargs = call
     with torch.no_grad():
-        return BENCH_MM.graph_time_us(torch, lambda _a, _b: func(*args, **kwargs), [(None, None)] * reps,
-                                      seconds or SECONDS["alone"])
+        return BENCH_MM.graph_time_us(torch, lambda _a, _b: func(*args, **kwargs), [(None, None)] * reps, seconds)
 
 
 def short(name: str) -> str:
@@ -114,27 +110,33 @@ def short(name: str) -> str:
     return name[:60]
 
 
-def variant_times(calls: dict, torch_calls: dict, variants: list[str]) -> dict:
+def shape_layout(desc: str) -> str:
+    """'MxNxK ab' of a label: the same GEMM whichever op ran it."""
+    return " ".join(desc.split(" ")[:2])
+
+
+def variant_times(calls: dict, torch_calls: dict, variants: list[str], seconds: float = 0.05) -> dict:
     """Per label: {"torch": us, "auto": us, variant: us, ...}, all timed alone one after another (the
     GPU's clock drifts between the profile and these): torch's call of the same shape and layout,
     cute_gemm's as the rule runs it, then under each of bench_mm's variants (its knobs set while the
     call is captured; the knobs this script set itself, CUTE_GEMM_PDL, kept unless a variant sets them)."""
     kept = {k: os.environ[k] for k in BENCH_MM.KNOBS if k in os.environ}
-    by_shape = {" ".join(d.split(" ")[:2]): c for d, c in torch_calls.items()}
+    by_shape = {shape_layout(d): c for d, c in torch_calls.items()}
     out = {}
     for desc, call in calls.items():
-        torch_call = by_shape.get(" ".join(desc.split(" ")[:2]))
-        out[desc] = {"torch": alone_us(torch_call) if torch_call else 0.0, "auto": alone_us(call)}
+        torch_call = by_shape.get(shape_layout(desc))
+        out[desc] = {"torch": alone_us(torch_call, seconds=seconds) if torch_call else 0.0,
+                     "auto": alone_us(call, seconds=seconds)}
         for v in variants:
             try:
                 with BENCH_MM.knobs({**kept, **BENCH_MM.variant_env(v)}):
-                    out[desc][v] = alone_us(call)
+                    out[desc][v] = alone_us(call, seconds=seconds)
             except (RuntimeError, ValueError):  # a row that cannot run this call: no time, the others go on
                 out[desc][v] = math.nan
     return out
 
 
-def profile_step(step, steps: int):
+def profile_step(step, steps: int, seconds: float = 0.05):
     """Per label: (calls, GPU us, kernel names, us alone) per step; kernel name -> launches per step;
     and the label's first call (for variant_times)."""
     from torch.profiler import ProfilerActivity, profile
@@ -162,7 +164,7 @@ def profile_step(step, steps: int):
 
             entry[2].update(kernels(e))
     counts = collections.Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    alone = {d: alone_us(call) for d, call in label.calls.items()}
+    alone = {d: alone_us(call, seconds=seconds) for d, call in label.calls.items()}
     return ({d: (n / steps, us / steps, ks, alone[d]) for d, (n, us, ks) in per_label.items()},
             {name: c / steps for name, c in counts.items()}, label.calls)
 
@@ -183,14 +185,13 @@ def main() -> int:
                          "timed alone under each")
     ap.add_argument("--seconds", type=float, default=0.05, help="timing budget of each call alone (default 0.05)")
     args = ap.parse_args()
-    SECONDS["alone"] = args.seconds
     if not args.pdl:
         os.environ["CUTE_GEMM_PDL"] = "0"
     bm = load("bench_models", ROOT / "bench" / "bench_models.py")
     import cute_gemm
 
     steps = decode_steps(bm, cute_gemm, args.decode) if args.decode else train_steps(bm, cute_gemm, args.amp)
-    report(steps, args.steps, args.variants)
+    report(steps, args.steps, args.variants, args.seconds)
     return 0
 
 
@@ -236,26 +237,22 @@ def train_steps(bm, cute_gemm, amp: bool) -> dict:
     return steps
 
 
-def report(steps: dict, n_steps: int, variants: list[str] = ()) -> None:
+def report(steps: dict, n_steps: int, variants: list[str] = (), seconds: float = 0.05) -> None:
     """Profiles both steps and prints the per-GEMM table, the variants' table (if any) and the
     kernels whose counts differ."""
     # Profiled in turn, twice each, the second round kept: clocks and heat reach both alike.
     results = {}
     for _ in range(2):
         for name, step in steps.items():
-            results[name] = profile_step(step, n_steps)
+            results[name] = profile_step(step, n_steps, seconds)
 
     (tl, tk, torch_calls), (cl, ck, cute_calls) = results["torch"], results["cute_gemm"]
-
-    def key(desc):  # the same GEMM whichever op ran it
-        shape, lay, _ = desc.split(" ")
-        return f"{shape} {lay}"
 
     merged = collections.defaultdict(lambda: {"torch": [0, 0.0, 0.0], "cute_gemm": [0, 0.0, 0.0], "torch_k": "",
                                               "cute_k": ""})
     for impl, labels in (("torch", tl), ("cute_gemm", cl)):
         for desc, (n, us, ks, alone) in labels.items():
-            row = merged[key(desc)]
+            row = merged[shape_layout(desc)]
             row[impl][0] += n
             row[impl][1] += us
             row[impl][2] += n * alone
@@ -279,7 +276,7 @@ def report(steps: dict, n_steps: int, variants: list[str] = ()) -> None:
         print("(Nc: cute_gemm's calls where torch made none: gated_mm's M x 2N x K stands for torch's gate and "
               "up GEMMs, two calls of M x N x K, and its silu and product kernels, which are not in these rows)")
     if variants:
-        print_variants(variant_times(cute_calls, torch_calls, variants), variants)
+        print_variants(variant_times(cute_calls, torch_calls, variants, seconds), variants)
     print("\nkernels whose launches per step differ (torch, cute_gemm):")
     for name in sorted(set(tk) | set(ck)):
         if abs(tk.get(name, 0) - ck.get(name, 0)) > 1e-9:
@@ -291,13 +288,12 @@ def print_variants(times: dict, variants: list[str]) -> None:
     print("\nus per call alone on the step's tensors, timed one after another (x torch)")
     print(f"{'shape layout':24} {'torch':>8} {'auto':>14} " + " ".join(f"{v:>14}" for v in variants))
     for desc, row in sorted(times.items()):
-        shape, lay, _ = desc.split(" ")
         t = row["torch"]
 
         def cell(us):
             return f"{us:.1f} ({ratio(t, us)})"
 
-        print(f"{shape + ' ' + lay:24} {t:8.1f} {cell(row['auto']):>14} "
+        print(f"{shape_layout(desc):24} {t:8.1f} {cell(row['auto']):>14} "
               + " ".join(f"{cell(row[v]):>14}" for v in variants))
 
 
