@@ -91,7 +91,10 @@ class Label(TorchDispatchMode):
             return func(*args, **(kwargs or {}))
 
 
-def alone_us(call, reps: int = 10, seconds: float = 0.05) -> float:
+ALONE_SECONDS = 0.05  # timing budget of each call alone (--seconds)
+
+
+def alone_us(call, reps: int = 10, seconds: float = ALONE_SECONDS) -> float:
     """GPU time of one such call on the step's own tensors, alone: `reps` calls in a CUDA graph,
     median over replays (bench_mm's timing; the operands stay in the L2 where they fit, as they may
     in the step)."""
@@ -115,7 +118,7 @@ def shape_layout(desc: str) -> str:
     return " ".join(desc.split(" ")[:2])
 
 
-def variant_times(calls: dict, torch_calls: dict, variants: list[str], seconds: float = 0.05) -> dict:
+def variant_times(calls: dict, torch_calls: dict, variants: list[str], seconds: float = ALONE_SECONDS) -> dict:
     """Per label: {"torch": us, "auto": us, variant: us, ...}, all timed alone one after another (the
     GPU's clock drifts between the profile and these): torch's call of the same shape and layout,
     cute_gemm's as the rule runs it, then under each of bench_mm's variants (its knobs set while the
@@ -136,7 +139,7 @@ def variant_times(calls: dict, torch_calls: dict, variants: list[str], seconds: 
     return out
 
 
-def profile_step(step, steps: int, seconds: float = 0.05):
+def profile_step(step, steps: int, seconds: float = ALONE_SECONDS):
     """Per label: (calls, GPU us, kernel names, us alone) per step; kernel name -> launches per step;
     and the label's first call (for variant_times)."""
     from torch.profiler import ProfilerActivity, profile
@@ -183,7 +186,8 @@ def main() -> int:
     ap.add_argument("--variants", type=BENCH_MM.parse_variants, default=[],
                     help="bench_mm's variants (sm90:N, sm90:N/S, splits:S, sk, ...): cute_gemm's calls also "
                          "timed alone under each")
-    ap.add_argument("--seconds", type=float, default=0.05, help="timing budget of each call alone (default 0.05)")
+    ap.add_argument("--seconds", type=float, default=ALONE_SECONDS,
+                    help=f"timing budget of each call alone (default {ALONE_SECONDS})")
     args = ap.parse_args()
     if not args.pdl:
         os.environ["CUTE_GEMM_PDL"] = "0"
@@ -237,7 +241,7 @@ def train_steps(bm, cute_gemm, amp: bool) -> dict:
     return steps
 
 
-def report(steps: dict, n_steps: int, variants: list[str] = (), seconds: float = 0.05) -> None:
+def report(steps: dict, n_steps: int, variants: list[str] = (), seconds: float = ALONE_SECONDS) -> None:
     """Profiles both steps and prints the per-GEMM table, the variants' table (if any) and the
     kernels whose counts differ."""
     # Profiled in turn, twice each, the second round kept: clocks and heat reach both alike.
