@@ -8,6 +8,7 @@
 
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "gemm.h"
 
@@ -32,6 +33,10 @@ TORCH_LIBRARY(cute_gemm, m) {
   // nn.GatedMLP's gate and up projections: act(x @ w_gate^T) * (x @ w_up^T). Not differentiable
   // (GatedMLP runs its unfused ops where a gradient is needed).
   m.def("gated_mm(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation='silu') -> Tensor");
+  // addmm's backward for nn.Linear: (a @ b, the sums over K of a's rows) with a = dY^T, the weight's
+  // and the bias's gradients in one call. Not differentiable (a backward that builds a graph of its
+  // own, create_graph=True, runs the separate ops).
+  m.def("mm_row_sums(Tensor a, Tensor b) -> (Tensor, Tensor)");
   // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
   m.def(
       "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "
@@ -51,6 +56,7 @@ TORCH_LIBRARY_IMPL(cute_gemm, CompositeImplicitAutograd, m) { m.impl("explain", 
     m.impl("bmm", &cute_gemm::bmm);             \
     m.impl("bmm.out", &cute_gemm::bmm_out);     \
     m.impl("gated_mm", &cute_gemm::gated_mm);   \
+    m.impl("mm_row_sums", &cute_gemm::mm_row_sums); \
   }
 CUTE_GEMM_IMPLS(CUDA)
 CUTE_GEMM_IMPLS(CPU)
@@ -100,20 +106,32 @@ bool column_major(const at::Tensor& x) {
 // (dB^T = g^T A), so the weight.t() of a Linear gets a gradient whose transpose is contiguous and
 // weight.grad is the GEMM's output itself. A gradient in another layout than its parameter's
 // would cost a copy in AccumulateGrad, and a strided add wherever gradients are summed.
+at::Tensor transposed(const at::Tensor& x) { return x.transpose(-2, -1); }
+template <bool kBatched>
+at::Tensor grad_of_a(const at::Tensor& g, const at::Tensor& a, const at::Tensor& b) {
+  return column_major(a) ? transposed(call_gemm<kBatched>(b, transposed(g), std::nullopt))
+                         : call_gemm<kBatched>(g, transposed(b), std::nullopt);
+}
+template <bool kBatched>
+at::Tensor grad_of_b(const at::Tensor& g, const at::Tensor& a, const at::Tensor& b) {
+  return column_major(b) ? transposed(call_gemm<kBatched>(transposed(g), a, std::nullopt))
+                         : call_gemm<kBatched>(transposed(a), g, std::nullopt);
+}
 template <bool kBatched>
 std::pair<at::Tensor, at::Tensor> operand_grads(AutogradContext* ctx, size_t first, const at::Tensor& g,
                                                 const at::Tensor& a, const at::Tensor& b) {
   at::Tensor grad_a, grad_b;
-  const auto t = [](const at::Tensor& x) { return x.transpose(-2, -1); };
-  if (ctx->needs_input_grad(first)) {
-    grad_a = column_major(a) ? t(call_gemm<kBatched>(b, t(g), std::nullopt))
-                             : call_gemm<kBatched>(g, t(b), std::nullopt);
-  }
-  if (ctx->needs_input_grad(first + 1)) {
-    grad_b = column_major(b) ? t(call_gemm<kBatched>(t(g), a, std::nullopt))
-                             : call_gemm<kBatched>(t(a), g, std::nullopt);
-  }
+  if (ctx->needs_input_grad(first)) grad_a = grad_of_a<kBatched>(g, a, b);
+  if (ctx->needs_input_grad(first + 1)) grad_b = grad_of_b<kBatched>(g, a, b);
   return {grad_a, grad_b};
+}
+
+// mm_row_sums through the dispatcher.
+std::tuple<at::Tensor, at::Tensor> call_mm_row_sums(const at::Tensor& a, const at::Tensor& b) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("cute_gemm::mm_row_sums", "")
+                             .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
+  return op.call(a, b);
 }
 
 template <bool kBatched>
@@ -178,9 +196,24 @@ struct AddmmFunction : torch::autograd::Function<AddmmFunction> {
                              : at::gelu_backward(grad.to(at::kFloat), z, act == "gelu_tanh" ? "tanh" : "none");
     }
     at::Tensor grad_input, grad_a, grad_b;
+    // nn.Linear's bias (a row of N, its gradient dZ summed over M) beside its weight (the
+    // column-major b, weight.t(), whose gradient's transpose is dZ^T a): one call, whose kernel sums
+    // dZ^T's rows as it loads them (mm_row_sums) instead of a reduction of dZ after it. Where beta and
+    // alpha are 1, without an activation, all in one 16-bit dtype (the sm90 kernels'), and not under
+    // create_graph.
+    const std::vector<c10::SymInt> input_shape = ctx->saved_data["input_shape"].toSymIntVector();
+    if (ctx->needs_input_grad(0) && ctx->needs_input_grad(2) && act.empty() && beta == 1 && alpha == 1 &&
+        input_shape.size() == 1 && input_shape[0] == b.sym_size(1) && column_major(b) &&
+        (a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) && grad.scalar_type() == a.scalar_type() &&
+        ctx->saved_data["input_dtype"].toScalarType() == a.scalar_type() && !at::GradMode::is_enabled()) {
+      auto [weight_t_grad, row_sums] = call_mm_row_sums(transposed(grad), a);
+      grad_b = transposed(weight_t_grad);
+      if (ctx->needs_input_grad(1)) grad_a = grad_of_a<false>(grad, a, b);
+      return {row_sums, grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    }
     if (ctx->needs_input_grad(0)) {
       // A broadcast input gets the sum over the dimensions it was broadcast along.
-      grad_input = grad_z.sum_to_size_symint(ctx->saved_data["input_shape"].toSymIntVector());
+      grad_input = grad_z.sum_to_size_symint(input_shape);
       if (beta != 1) grad_input = grad_input.mul(beta);
       grad_input = grad_input.to(ctx->saved_data["input_dtype"].toScalarType());
     }
@@ -248,6 +281,15 @@ at::Tensor gated_mm_autograd(const at::Tensor& x, const at::Tensor& w_gate, cons
   return call_gated(x, w_gate, w_up, activation);
 }
 
+// mm_row_sums only serves addmm's backward; with grad mode on and an input that requires grad it
+// refuses, as gated_mm does.
+std::tuple<at::Tensor, at::Tensor> mm_row_sums_autograd(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())),
+              "mm_row_sums: not differentiable; run it under torch.no_grad() or on tensors that do not require grad");
+  at::AutoDispatchBelowADInplaceOrView below;
+  return call_mm_row_sums(a, b);
+}
+
 // The out= overloads write a tensor in place: as torch's own out= ops do, they refuse an inference
 // tensor outside inference mode (before anything is written) and bump out's version counter, so
 // that autograd refuses a backward that would read a saved tensor they overwrote.
@@ -279,6 +321,7 @@ TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
   m.impl("bmm", &gemm_autograd<true>);
   m.impl("addmm", &addmm_autograd);
   m.impl("gated_mm", &gated_mm_autograd);
+  m.impl("mm_row_sums", &mm_row_sums_autograd);
 }
 
 TORCH_LIBRARY_IMPL(cute_gemm, AutocastCUDA, m) {

@@ -34,6 +34,8 @@ struct Epilogue {
   // gated_mm: C = act(a @ b) * (a @ b2), b2 (L, K, N) beside b (the up projection's weight beside
   // the gate's); no X, alpha 1.
   at::Tensor b2;
+  // mm_row_sums: also row_sums (M,) = the sums over K of a's rows, in a's dtype; no X, alpha 1.
+  at::Tensor row_sums;
 };
 
 // a (…, M, K) and b (…, K, N): the rules every op shares. Returns the result dtype.

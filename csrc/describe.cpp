@@ -18,6 +18,8 @@ std::string describe(const Plan& plan, const Problem& p) {
   const char* routes[] = {"nothing", "torch", "kernel"};
   line("route", routes[int(plan.route)]);
   line("rule", plan.rule);
+  // mm_row_sums: who sums A's rows, the GEMM's kernel or torch after it.
+  if (p.row_sums) line("row_sums", plan.row_sums ? "kernel" : "torch");
   if (plan.route != Plan::Route::kKernel) return s;
   line("family", plan.sm90 ? (plan.sm90_narrow ? "sm90 narrow" : "sm90") : (plan.narrow ? "sm80 narrow" : "sm80"));
   line("tf32", plan.tf32 ? "true" : "false");

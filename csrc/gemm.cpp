@@ -79,6 +79,7 @@ Problem problem_of(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& e
     p.gated = true;
     p.b2 = view_of(ep.b2);
   }
+  p.row_sums = ep.row_sums.defined();
   p.device = device;
   return p;
 }
@@ -134,8 +135,13 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
       problem_of(a3, b3, ep, view_of(out3), out3.scalar_type() == at::kFloat,
                  device_of(prop, a3.device().index(), a3.scalar_type() == at::kFloat));
   const Plan plan = checked_plan(problem, o);
+  // Row sums the kernel does not write: torch's sum, after the GEMM (fp32 accumulation).
+  const auto torch_row_sums = [&] {
+    if (ep.row_sums.defined() && !plan.row_sums) ep.row_sums.copy_(at::sum(a3[0], {1}));
+  };
   if (plan.route == Plan::Route::kTorch) {
     out3.copy_(ep.b2.defined() ? gated_unfused(a3, b3, ep) : torch_math(a3, b3, ep));
+    torch_row_sums();
     return;
   }
   const PlannedX px = planned_x(plan, ep, M, N);
@@ -169,6 +175,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
           : at::empty(c.sizes(), c.options());
   Launch launch = prepared_launch(plan, problem, o, a.scalar_type(), A, B, target, px, ep);
   if (B2) launch.p.b2 = B2->ptr;
+  if (plan.row_sums) launch.p.row_sums = ep.row_sums.data_ptr();
   int cfg = plan.cfg, splits = plan.splits;
   if (plan.autotune) autotuned(launch, prop, cfg, splits);
   const cudaError_t err = launch(cfg, splits);
@@ -177,6 +184,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
                   ? " (cute_gemm was not built for this GPU's arch: reinstall with TORCH_CUDA_ARCH_LIST set to it)"
                   : "");
   if (!target.is_same(c)) copy_rows(c, target, c_in_place(view_of(c)));
+  torch_row_sums();
 }
 
 }  // namespace
@@ -218,6 +226,16 @@ at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Te
             {{"input", ep.x.defined() ? &input : nullptr}, {"a", &a}, {"b", &b}});
   gemm_into(a.unsqueeze(0), b.unsqueeze(0), ep, out.unsqueeze(0));
   return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> mm_row_sums(const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType dtype = check_pair("mm_row_sums", a, b, 2, std::nullopt);
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options().dtype(dtype));
+  Epilogue ep;
+  ep.row_sums = at::empty({a.size(0)}, a.options());
+  if (b.size(1) == 0) return {out, ep.row_sums.copy_(at::sum(a, {1}))};  // no GEMM to sum beside
+  gemm_into(a.unsqueeze(0), b.unsqueeze(0), ep, out.unsqueeze(0));
+  return {out, ep.row_sums};
 }
 
 std::string explain(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& input, double beta,

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/string_view.h>
@@ -15,6 +16,10 @@ namespace cute_gemm {
 //   bmm:   (B, M, K) @ (B, K, N) in one launch; batch strides may be 0
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype);
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
+//   mm_row_sums: (a @ b, the sums over K of a's rows), both in a's dtype: the weight's and the
+//   bias's gradients of nn.Linear's backward in one call (a = dY^T), the sums in the GEMM's kernel
+//   where its plan can (plan.cpp, row_sums_in_kernel), else by torch's sum after it
+std::tuple<at::Tensor, at::Tensor> mm_row_sums(const at::Tensor& a, const at::Tensor& b);
 at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b, double beta,
                  double alpha, std::optional<c10::string_view> activation,
                  std::optional<at::ScalarType> out_dtype);

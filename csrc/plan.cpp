@@ -252,6 +252,17 @@ int epilogue_kernel(const Plan& plan, const Problem& p, const Overrides& o) {
   return int(sm90::choose_epilogue_kernel(plan.cfg, plan.sm90_narrow, p.a.element_size, f));
 }
 
+// Where the kernel's row-sum warps can sum A's rows (sm90/row_sums.h, kRowSumsCan): the sm90
+// family's TMA kernels on an M-major A read in place (the weight gradient's g^T), one problem, whole
+// tiles of a row without a cluster, not the activation warps' kernel (its warps are the same), and
+// the row fixed here (not the autotune cache's). Elsewhere torch's sum runs after the GEMM (gemm.cpp).
+bool row_sums_in_kernel(const Plan& plan) {
+  return plan.route == Plan::Route::kKernel && plan.sm90 && !plan.tf32 && !plan.sm90_narrow && !plan.swap &&
+         !plan.copy_a && !plan.a_kmajor && !plan.fold && plan.batch == 1 && plan.splits == 1 && plan.sk_tiles == 0 &&
+         sm90::kConfigs[plan.cfg].cluster_m == 1 && plan.epilogue != int(sm90::EpilogueKernel::kActWarps) &&
+         !plan.autotune;
+}
+
 }  // namespace
 
 bool runnable(const Plan& plan, const Problem& p, int cfg, int splits) {
@@ -363,11 +374,13 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   if (!plan.error.empty()) return plan;
   // The autotune cache (CUTE_GEMM_AUTOTUNE=1) may replace the row and slices (gemm.cpp) where no knob pins them.
   const int pinned = plan.sm90 ? o.sm90_config : o.sm80_config;
-  plan.autotune =
-      !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 && o.autotune;
+  // (Not for a call with row sums, whose kernel needs the plan's row and slices: row_sums_in_kernel.)
+  plan.autotune = !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 &&
+                  o.autotune && !p.row_sums;
   plan.sk_tiles = choose_tail(plan, p, plan.cfg, plan.splits).tiles;
   plan.c_vector_ok = c_vectors(plan, p, c);
   if (plan.sm90) plan.epilogue = epilogue_kernel(plan, p, o);
+  plan.row_sums = p.row_sums && row_sums_in_kernel(plan);
   return plan;
 }
 

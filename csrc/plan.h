@@ -71,6 +71,9 @@ struct Problem {
   // (sm90/traits.h, Gated) where they can run it as it is (gated_plan.cpp), else torch's path.
   bool gated = false;
   MatrixView b2;
+  // mm_row_sums (gemm.cpp): also the sums over K of A's rows (nn.Linear's bias gradient beside its
+  // weight's); in the kernel where the plan can (Plan::row_sums), else torch's sum after it.
+  bool row_sums = false;
   Device device;
 };
 
@@ -107,6 +110,8 @@ struct Plan {
   // cluster, and whether it drops the stream-K tail, can differ) or the autotune cache replaces
   // the row or slices.
   int epilogue = 0;  // sm90::EpilogueKernel
+  // Problem::row_sums summed by the kernel's row-sum warps (sm90/row_sums.h), else by torch after it.
+  bool row_sums = false;
   const char* rule = "";  // the rule that chose cfg (or why the call takes torch's path)
   // A knob combination that cannot run: gemm.cpp raises it (a ValueError unless runtime_error).
   std::string error;

@@ -65,6 +65,14 @@ def _register() -> None:
     except (AttributeError, KeyError):
         pass
 
+    # mm_row_sums(a, b) -> (a @ b, a's row sums): nn.Linear's weight and bias gradients (a = dY^T).
+    # Rows of a (both outputs by rows), columns of b (a whole: the sums replicated), or K (partial
+    # sums of both).
+    @register_sharding(ops.mm_row_sums.default)
+    def mm_row_sums_rule(a, b, **kwargs):
+        return [([R, R], [R, R]), ([Shard(0), Shard(0)], [Shard(0), R]), ([Shard(1), R], [R, Shard(1)]),
+                ([Partial(), Partial()], [Shard(1), Shard(0)])]
+
     # gated_mm(x, w_gate, w_up): x's rows, or the features of both weights (their rows: C's
     # columns); act(gate) * up is not a sum over K.
     @register_sharding(ops.gated_mm.default)

@@ -302,6 +302,12 @@ def _gated_mm_fake(x, w_gate, w_up, *, activation="silu"):
     return x.new_empty(shape, dtype=dtype)
 
 
+@torch.library.register_fake("cute_gemm::mm_row_sums")
+def _mm_row_sums_fake(a, b):
+    shape, dtype = _mm_meta("mm_row_sums", a, b, None)
+    return a.new_empty(shape, dtype=dtype), a.new_empty((a.shape[0],), dtype=dtype)
+
+
 @torch.library.register_fake("cute_gemm::bmm.out")
 def _bmm_out_fake(a, b, *, out_dtype=None, out):
     return _checked_out("bmm", out, a, *_bmm_meta(a, b, out_dtype))

@@ -58,7 +58,7 @@ def describe(func, args):
     """'MxNxK ab' (and the op) for a GEMM op, None for anything else."""
     name = str(func)
     weights = 1  # B's column blocks: gated_mm's x, w_gate, w_up compute the gate's and the up's columns
-    if name.startswith(("aten.mm", "cute_gemm.mm")):
+    if name.startswith(("aten.mm", "cute_gemm.mm")):  # cute_gemm.mm_row_sums too: the weight's and bias's gradients
         a, b = args[0], args[1]
     elif name.startswith(("aten.addmm", "cute_gemm.addmm")):
         a, b = args[1], args[2]

@@ -92,6 +92,14 @@ def test_mm_and_bmm_place_as_torch(mesh, pa, pb):
     same_layout(ops.bmm(a3, b3), torch.bmm(a3, b3))
 
 
+@pytest.mark.parametrize("pa, pb", [(R, R), (Shard(0), R), (R, Shard(1)), (Shard(1), Shard(0))])
+def test_mm_row_sums_places_as_its_torch_form(mesh, pa, pb):
+    a, b = meta(mesh, (8, 16), pa), meta(mesh, (16, 12), pb)
+    c, sums = ops.mm_row_sums(a, b)
+    same_layout(c, torch.mm(a, b))
+    same_layout(sums, a.sum(1))
+
+
 @pytest.mark.parametrize("input_shape", [(12,), (1, 12), (8, 12), (8, 1)])
 @pytest.mark.parametrize("pa, pb", [(R, R), (Shard(0), R), (R, Shard(1)), (Shard(1), Shard(0))])
 def test_addmm_places_as_torch(mesh, input_shape, pa, pb):
@@ -129,23 +137,25 @@ def test_errors_name_the_op(mesh):
         ops.mm(torch.empty(8, 16, device="meta"), b)
 
 
-def two_linears(linear_cls):
+def two_linears(linear_cls, dtype=None):
     torch.manual_seed(0)
-    return torch.nn.Sequential(linear_cls(16, 32, device="meta"), torch.nn.GELU(), linear_cls(32, 16, device="meta"))
+    return torch.nn.Sequential(linear_cls(16, 32, device="meta", dtype=dtype), torch.nn.GELU(),
+                               linear_cls(32, 16, device="meta", dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("batched", [False, True])
-def test_linear_under_tensor_parallelism_as_torch(mesh, batched):
+def test_linear_under_tensor_parallelism_as_torch(mesh, batched, dtype):
     """ColwiseParallel then RowwiseParallel (the Megatron MLP) on cute_gemm.nn.Linear and on
     torch.nn.Linear: outputs and every gradient (input, weights, biases) of the same shapes and
-    placements."""
+    placements (in bf16 the weight and bias gradients come from one mm_row_sums call)."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     plan = {"0": ColwiseParallel(), "2": RowwiseParallel()}
     grads = {}
     for name, cls in (("torch", torch.nn.Linear), ("cute_gemm", cute_gemm.nn.Linear)):
-        model = parallelize_module(two_linears(cls), mesh, plan)
-        x = torch.empty((3, 4, 16) if batched else (4, 16), device="meta", requires_grad=True)
+        model = parallelize_module(two_linears(cls, dtype), mesh, plan)
+        x = torch.empty((3, 4, 16) if batched else (4, 16), device="meta", dtype=dtype, requires_grad=True)
         y = model(x)
         y.sum().backward()
         grads[name] = (y, x.grad, *(p.grad for p in model.parameters()))

@@ -125,6 +125,7 @@ SCHEMAS = {
     "bmm.out": "cute_gemm::bmm.out(Tensor a, Tensor b, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
     "gated_mm.default": "cute_gemm::gated_mm(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\") "
                         "-> Tensor",
+    "mm_row_sums.default": "cute_gemm::mm_row_sums(Tensor a, Tensor b) -> (Tensor, Tensor)",
 }
 
 
@@ -162,6 +163,15 @@ def test_meta_shapes_of_every_op():
         assert ops.addmm.out(meta(*shape), a, b, activation="relu", out=out) is out
     c = ops.addmm(meta(3, dtype=torch.float32), a, b, out_dtype=torch.float32)
     assert c.shape == (5, 3) and c.dtype == torch.float32
+
+
+def test_mm_row_sums_meta_and_refusals():
+    c, sums = ops.mm_row_sums(meta(5, 7).t(), meta(5, 3))  # a = dY^T (7 x 5), b = x (5 x 3)
+    assert (c.shape, sums.shape, sums.dtype) == ((7, 3), (7,), torch.bfloat16)
+    with pytest.raises(ValueError, match=r"mm_row_sums: a's columns \(K\) must equal b's rows"):
+        ops.mm_row_sums(meta(5, 7), meta(5, 3))
+    with pytest.raises(RuntimeError, match="mm_row_sums: not differentiable"):
+        ops.mm_row_sums(meta(5, 7).requires_grad_(), meta(7, 3))
 
 
 def test_fake_tensor_mode_through_the_python_api():
@@ -942,6 +952,71 @@ def test_block_backward_runs_what_torch_runs():
         assert g.stride() == g_t.stride() and g.dtype == g_t.dtype
         assert rel_err(g, g_t.double()) <= 2 * REL_BOUND[torch.bfloat16]
     assert len(our_kernels) <= len(their_kernels), (sorted(our_kernels), sorted(their_kernels))
+
+
+# (M, N, K) of mm_row_sums(a, b): a (M, K) as nn.Linear's backward passes it (dY^T, M-major) unless
+# said otherwise; rows past a tile's end, K tails, one row, one column.
+ROW_SUM_SHAPES = [(1, 1, 1), (7, 129, 574), (129, 127, 131), (574, 7, 1000), (1000, 576, 4097)]
+
+
+@gpu
+@pytest.mark.parametrize("a_major", ["t", "n"], ids=["a_mmajor", "a_kmajor"])
+@pytest.mark.parametrize("shape", ROW_SUM_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_mm_row_sums(dtype, shape, a_major):
+    m, n, k = shape
+    a, b = operand(m, k, a_major, dtype), operand(k, n, "n", dtype)
+    c, sums = poisoned(lambda: ops.mm_row_sums(a, b), (m, n), dtype)
+    check(c, a.double() @ b.double(), dtype, a @ b)
+    check(sums, a.double().sum(1), dtype, a.sum(1))
+
+
+@gpu
+@pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
+def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
+    """The row-sum warps on each row that has them (64-, 128- and 192-row tiles), whole and (where
+    the row can) in K slices, which the plan leaves to torch's sum: both exact to the dtype."""
+    use_sm90_row(monkeypatch, config)
+    a, b = operand(300, 1100, "t"), operand(1100, 200, "n")
+    for splits in ("1", "3"):
+        monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
+        c, sums = poisoned(lambda: ops.mm_row_sums(a, b), (300, 200), torch.bfloat16)
+        check(c, a.double() @ b.double(), torch.bfloat16, a @ b)
+        check(sums, a.double().sum(1), torch.bfloat16, a.sum(1))
+
+
+@gpu
+def test_mm_row_sums_in_the_kernel_launches_one_kernel(monkeypatch):
+    """Where the plan sums in the kernel (an M-major a on a row without a cluster, whole tiles), the
+    call is that one kernel: no reduction after it."""
+    use_sm90_row(monkeypatch, 0)
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+    a, b = operand(1024, 2048, "t"), operand(2048, 512, "n")
+    ops.mm_row_sums(a, b)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        ops.mm_row_sums(a, b)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(names) == 1 and "gemm_kernel" in names[0], names
+
+
+@gpu
+@pytest.mark.parametrize("tokens", [1, 129, 2048])
+def test_linear_bias_gradient_beside_the_weights(tokens):
+    """nn.Linear's backward: the bias's gradient from the weight gradient's call (mm_row_sums), as
+    torch's; and where the backward builds a graph (create_graph=True) from the separate ops."""
+    theirs = torch.nn.Linear(1024, 768, device="cuda", dtype=torch.bfloat16)
+    ours = cute_gemm.nn.Linear.from_torch(theirs)
+    x, grad = randn(tokens, 1024), randn(tokens, 768)
+    want = torch.autograd.grad(theirs(x), [theirs.weight, theirs.bias], grad)
+    got = torch.autograd.grad(ours(x), [ours.weight, ours.bias], grad)
+    ref_bias = grad.double().sum(0)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.stride() == w.stride() and g.dtype == w.dtype
+    check(got[0], grad.double().t() @ x.double(), torch.bfloat16, want[0])
+    check(got[1], ref_bias, torch.bfloat16, want[1])
+    graph = torch.autograd.grad(ours(x), [ours.bias], grad, create_graph=True)[0]
+    check(graph, ref_bias, torch.bfloat16, want[1])
 
 
 # ================================================================================ GPU: opcheck

@@ -32,10 +32,11 @@ MatrixView view(long long l, long long r, long long c, bool row_major, int elem,
 int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
-  int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated, l2_hint;
+  int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated, l2_hint, row_sums;
+  int autotune;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
          b_bcast >> x_kind >> act >> family >> sm90_config >> sm80_config >> splits >> narrow >> sm90_narrow >> stream_k >>
-         act_offload >> gated >> l2_hint) {
+         act_offload >> gated >> l2_hint >> row_sums >> autotune) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -57,6 +58,7 @@ int main() {
       p.b2 = p.b;
       p.b2.addr = gated == 2 ? 4098 : 4096;
     }
+    p.row_sums = row_sums;
     p.device.major = major;
     p.device.num_sms = sms;
     p.device.peak_hbm_gbs = peak;
@@ -71,6 +73,7 @@ int main() {
     o.stream_k = stream_k;
     o.act_offload = act_offload;
     o.l2_hint = l2_hint;
+    o.autotune = autotune;
     const Plan plan = plan_for(p, o);
     std::string s = describe(plan, p);
     for (char& ch : s) if (ch == '\n') ch = '|';
@@ -82,7 +85,7 @@ int main() {
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
                 family=0, sm90_config=-1, sm80_config=-1, splits=-1, narrow=-1, sm90_narrow=-1, stream_k=-1,
-                act_offload=-1, gated=0, l2_hint=-1)
+                act_offload=-1, gated=0, l2_hint=-1, row_sums=0, autotune=0)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -276,3 +279,26 @@ def test_gated_plan(plan_of):
         assert p["route"] == "torch" and p["rule"].startswith("gated: ") and why in p["rule"], (fields, p)
     assert plan_of(256, 1028, 512, bn=0, gated=1)["rule"].startswith("gated: C rows")
     assert plan_of(256, 1024, 0, bn=0, gated=1)["route"] == "torch"
+
+
+@needs_cxx
+def test_row_sums_in_the_kernel_where_its_warps_can(plan_of):
+    # nn.Linear's weight and bias gradients (mm_row_sums): A = dY^T, M-major, read in place; the
+    # row-sum warps serve whole tiles of a row without a cluster, else torch sums after the GEMM.
+    def where(m, n, k, **f):
+        p = plan_of(m, n, k, ak=0, row_sums=1, **f)
+        return p["row_sums"], p["row"], p["splits"], p["stream_k_tiles"]
+
+    assert where(4096, 1024, 8192) == ("kernel", "0", "1", "0")  # the MLP's weight: one wave of 128x256
+    assert where(3072, 1024, 8192)[:2] == ("kernel", "12")       # the QKV weight: 192x128, one wave
+    assert where(1024, 4096, 8192)[0] == "kernel"
+    assert where(1024, 1024, 8192)[:3] == ("torch", "9", "2")    # row 9: a cluster, K slices
+    assert where(8192, 8192, 8192)[0] == "torch"                 # the 2x1 cluster tile
+    assert where(4096, 1024, 8192, splits=2)[0] == "torch"       # pinned K slices
+    assert where(4096, 1024, 8192, autotune=1)[0] == "kernel"    # no autotune for such a call
+    assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "false"
+    assert plan_of(4096, 1024, 8192, ak=1, row_sums=1)["row_sums"] == "torch"  # a K-major A
+    assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, major=8)["row_sums"] == "torch"  # the sm80 family
+    assert plan_of(16, 1024, 8192, ak=0, row_sums=1)["row_sums"] == "torch"  # the swapped decode path
+    assert plan_of(64, 64, 0, ak=0, row_sums=1)["row_sums"] == "torch"  # K = 0: torch's route
+    assert "row_sums" not in plan_of(4096, 1024, 8192, ak=0)  # only where asked

@@ -29,6 +29,15 @@ def test_batched_and_other_ops():
     assert S.describe(torch.ops.aten.add.Tensor, (a, a)) is None
 
 
+def test_mm_row_sums_is_labelled_as_its_gemm():
+    class MmRowSums:
+        def __str__(self):
+            return "cute_gemm.mm_row_sums.default"
+
+    dy, x = torch.randn(5, 8), torch.randn(5, 4)  # nn.Linear's backward: dY^T (out x tokens) @ x
+    assert S.describe(MmRowSums(), (dy.t(), x)) == "8x4x5 tn mm_row_sums"
+
+
 def test_gated_mm_is_labelled_with_both_projections_columns():
     class GatedMm:  # the op's name as the dispatch mode prints it (no build needed)
         def __str__(self):

@@ -36,6 +36,7 @@
 #include "sm90/kernel_parts.h"
 #include "sm90/mainloop.h"
 #include "sm90/producer.h"
+#include "sm90/row_sums.h"
 #include "sm90/split_k.h"
 
 namespace cute_gemm::sm90 {
@@ -62,12 +63,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       smem_raw + ((1024 - (cute::cast_smem_ptr_to_uint(smem_raw) & 1023)) & 1023));
 
   const int warp_group = threadIdx.x / 128;
+  // The row-sum warps (sm90/row_sums.h) read every slot too, where the host asks for row sums.
+  constexpr bool kRowSums = kRowSumsCan<Tr, kOffload>;
+  const bool row_sums = kRowSums && p.row_sums != nullptr;
   if (threadIdx.x == 0) {
     CUTE_UNROLL
     for (int s = 0; s < Tr::kStages; ++s) {
       // The producer's arrive + TMA bytes; a narrow kernel's: each producer thread's cp.async arrival.
       FullBarrier::init(&smem.full[s], Tr::kCpAsync ? Tr::kCopyThreads : 1);
-      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
+      // Consumer warps of the cluster, and the row-sum warps.
+      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals + (row_sums ? kRowSumWarps<Tr> : 0));
     }
     CUTE_UNROLL
     for (int b = 0; b < 2; ++b) {
@@ -103,6 +108,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       produce_tma<Tr>(params, smem, walk);
     } else if (kOffload && threadIdx.x >= 32) {
       run_activation_warps<Tr>(params, smem, walk);
+    } else if (row_sums && threadIdx.x >= 32 && threadIdx.x < 32 * (1 + kRowSumWarps<Tr>)) {
+      if constexpr (kRowSums) sum_rows_of_a<Tr>(p, smem, walk);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kOffload ? 224 : Tr::kConsumerRegs>();
