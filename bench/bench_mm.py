@@ -65,7 +65,7 @@ DEFAULT_LAYOUTS = ["nn", "nt", "tn"]
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW", "CUTE_GEMM_L2_HINT")
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW", "CUTE_GEMM_L2_HINT", "CUTE_GEMM_ROW_SUMS")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick

@@ -380,7 +380,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   plan.sk_tiles = choose_tail(plan, p, plan.cfg, plan.splits).tiles;
   plan.c_vector_ok = c_vectors(plan, p, c);
   if (plan.sm90) plan.epilogue = epilogue_kernel(plan, p, o);
-  plan.row_sums = p.row_sums && row_sums_in_kernel(plan);
+  plan.row_sums = p.row_sums && o.row_sums != 0 && row_sums_in_kernel(plan);
   return plan;
 }
 

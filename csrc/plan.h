@@ -42,6 +42,7 @@ struct Overrides {
   int fast_hbm = -1, stream_k = -1, pdl = -1;
   int group_m = -1, act_offload = -1;
   int l2_hint = -1;
+  int row_sums = -1;  // 0: mm_row_sums's sums by torch after the GEMM (compared with the kernel's)
 };
 
 // What plan_for needs to know of the GPU and of this build.

@@ -33,10 +33,10 @@ int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
   int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated, l2_hint, row_sums;
-  int autotune;
+  int autotune, row_sums_knob;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
          b_bcast >> x_kind >> act >> family >> sm90_config >> sm80_config >> splits >> narrow >> sm90_narrow >> stream_k >>
-         act_offload >> gated >> l2_hint >> row_sums >> autotune) {
+         act_offload >> gated >> l2_hint >> row_sums >> autotune >> row_sums_knob) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -74,6 +74,7 @@ int main() {
     o.act_offload = act_offload;
     o.l2_hint = l2_hint;
     o.autotune = autotune;
+    o.row_sums = row_sums_knob;
     const Plan plan = plan_for(p, o);
     std::string s = describe(plan, p);
     for (char& ch : s) if (ch == '\n') ch = '|';
@@ -85,7 +86,7 @@ int main() {
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
                 family=0, sm90_config=-1, sm80_config=-1, splits=-1, narrow=-1, sm90_narrow=-1, stream_k=-1,
-                act_offload=-1, gated=0, l2_hint=-1, row_sums=0, autotune=0)
+                act_offload=-1, gated=0, l2_hint=-1, row_sums=0, autotune=0, row_sums_knob=-1)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -302,3 +303,4 @@ def test_row_sums_in_the_kernel_where_its_warps_can(plan_of):
     assert plan_of(16, 1024, 8192, ak=0, row_sums=1)["row_sums"] == "torch"  # the swapped decode path
     assert plan_of(64, 64, 0, ak=0, row_sums=1)["row_sums"] == "torch"  # K = 0: torch's route
     assert "row_sums" not in plan_of(4096, 1024, 8192, ak=0)  # only where asked
+    assert where(4096, 1024, 8192, row_sums_knob=0)[0] == "torch"  # CUTE_GEMM_ROW_SUMS=0
