@@ -137,7 +137,7 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const Plan plan = checked_plan(problem, o);
   // Row sums the kernel does not write: torch's sum, after the GEMM (fp32 accumulation).
   const auto torch_row_sums = [&] {
-    if (ep.row_sums.defined() && !plan.row_sums) ep.row_sums.copy_(at::sum(a3[0], {1}));
+    if (ep.row_sums.defined() && !plan.row_sums) at::sum_out(ep.row_sums, a3[0], {1});
   };
   if (plan.route == Plan::Route::kTorch) {
     out3.copy_(ep.b2.defined() ? gated_unfused(a3, b3, ep) : torch_math(a3, b3, ep));
@@ -233,7 +233,7 @@ std::tuple<at::Tensor, at::Tensor> mm_row_sums(const at::Tensor& a, const at::Te
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options().dtype(dtype));
   Epilogue ep;
   ep.row_sums = at::empty({a.size(0)}, a.options());
-  if (b.size(1) == 0) return {out, ep.row_sums.copy_(at::sum(a, {1}))};  // no GEMM to sum beside
+  if (b.size(1) == 0) return {out, at::sum_out(ep.row_sums, a, {1})};  // no GEMM to sum beside
   gemm_into(a.unsqueeze(0), b.unsqueeze(0), ep, out.unsqueeze(0));
   return {out, ep.row_sums};
 }

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import cute_gemm
 from cute_gemm._build_paths import config_names
@@ -955,8 +956,30 @@ def test_block_backward_runs_what_torch_runs():
 
 
 # (M, N, K) of mm_row_sums(a, b): a (M, K) as nn.Linear's backward passes it (dY^T, M-major) unless
-# said otherwise; rows past a tile's end, K tails, one row, one column.
-ROW_SUM_SHAPES = [(1, 1, 1), (7, 129, 574), (129, 127, 131), (574, 7, 1000), (1000, 576, 4097)]
+# said otherwise; one row, one column, rows past a tile's end, K tails; A's pitch (M elements) a
+# multiple of 8 where the kernel's row-sum warps can read it in place (456, 1024), else copied.
+ROW_SUM_SHAPES = [(1, 1, 1), (7, 129, 574), (129, 127, 131), (456, 400, 2100), (1000, 576, 4097), (1024, 512, 2048)]
+
+
+class OpNames(TorchDispatchMode):
+    """The names of the ops dispatched inside it (the autograd engine's threads included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def cuda_kernels(fn):
+    """fn() once to warm up, then the names of the CUDA kernels one more call launches."""
+    fn()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 @gpu
@@ -974,30 +997,37 @@ def test_mm_row_sums(dtype, shape, a_major):
 @gpu
 @pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
 def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
-    """The row-sum warps on each row that has them (64-, 128- and 192-row tiles), whole and (where
-    the row can) in K slices, which the plan leaves to torch's sum: both exact to the dtype."""
+    """The row-sum warps on each row that has them (one, two and three warps: 64-, 128- and
+    192-row tiles), on a ring that wraps (K = 2100: 33 k-tiles) and blocks of several tiles (more
+    tiles than SMs), rows past M; K slices (where the row can) and rows in 2x1 clusters take
+    torch's sum: every form exact to the dtype. A row-sum kernel is the call's one kernel."""
     use_sm90_row(monkeypatch, config)
-    a, b = operand(300, 1100, "t"), operand(1100, 200, "n")
+    a, b = operand(2056, 2100, "t"), operand(2100, 1000, "n")
     for splits in ("1", "3"):
         monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
-        c, sums = poisoned(lambda: ops.mm_row_sums(a, b), (300, 200), torch.bfloat16)
+        c, sums = poisoned(lambda: ops.mm_row_sums(a, b), (2056, 1000), torch.bfloat16)
         check(c, a.double() @ b.double(), torch.bfloat16, a @ b)
         check(sums, a.double().sum(1), torch.bfloat16, a.sum(1))
+    monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
+    kernels = cuda_kernels(lambda: ops.mm_row_sums(a, b))
+    in_kernel = "_m2" not in SM90_CONFIG_NAMES[config]  # the rows without a cluster
+    assert len(kernels) == (1 if in_kernel else 2) and "gemm_kernel" in kernels[0], kernels
 
 
 @gpu
-def test_mm_row_sums_in_the_kernel_launches_one_kernel(monkeypatch):
-    """Where the plan sums in the kernel (an M-major a on a row without a cluster, whole tiles), the
-    call is that one kernel: no reduction after it."""
-    use_sm90_row(monkeypatch, 0)
-    monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
-    a, b = operand(1024, 2048, "t"), operand(2048, 512, "n")
-    ops.mm_row_sums(a, b)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        ops.mm_row_sums(a, b)
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    assert len(names) == 1 and "gemm_kernel" in names[0], names
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_mm_row_sums_in_the_kernel_and_by_torch_agree(dtype, monkeypatch):
+    """The rule's row (no pin) on the weight gradients of a GPT-2-medium block at 2048 tokens: the
+    kernel's sums, and torch's (CUTE_GEMM_ROW_SUMS=0), within the dtype's rounding of each other."""
+    for out, inp in ((3072, 1024), (4096, 1024), (1024, 4096)):
+        a, b = operand(out, 2048, "t", dtype), operand(2048, inp, "n", dtype)
+        c, sums = ops.mm_row_sums(a, b)
+        monkeypatch.setenv("CUTE_GEMM_ROW_SUMS", "0")
+        c0, sums0 = ops.mm_row_sums(a, b)
+        monkeypatch.delenv("CUTE_GEMM_ROW_SUMS")
+        assert torch.equal(c, c0)
+        ref = a.double().sum(1)
+        check(sums, ref, dtype, sums0)
 
 
 @gpu
@@ -1009,13 +1039,17 @@ def test_linear_bias_gradient_beside_the_weights(tokens):
     ours = cute_gemm.nn.Linear.from_torch(theirs)
     x, grad = randn(tokens, 1024), randn(tokens, 768)
     want = torch.autograd.grad(theirs(x), [theirs.weight, theirs.bias], grad)
-    got = torch.autograd.grad(ours(x), [ours.weight, ours.bias], grad)
+    with OpNames() as seen:
+        got = torch.autograd.grad(ours(x), [ours.weight, ours.bias], grad)
+    assert "cute_gemm.mm_row_sums.default" in seen.names, seen.names
     ref_bias = grad.double().sum(0)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.stride() == w.stride() and g.dtype == w.dtype
     check(got[0], grad.double().t() @ x.double(), torch.bfloat16, want[0])
     check(got[1], ref_bias, torch.bfloat16, want[1])
-    graph = torch.autograd.grad(ours(x), [ours.bias], grad, create_graph=True)[0]
+    with OpNames() as seen:
+        graph = torch.autograd.grad(ours(x), [ours.bias], grad, create_graph=True)[0]
+    assert "cute_gemm.mm_row_sums.default" not in seen.names
     check(graph, ref_bias, torch.bfloat16, want[1])
 
 
@@ -1036,11 +1070,13 @@ def opcheck_cases():
                       {"activation": "silu", "out_dtype": torch.float32, "out": torch.empty(33, 40, device="cuda")}),
         "bmm": (ops.bmm.default, (r(3, 33, 72, grad=True), r(3, 72, 40, grad=True)), {}),
         "bmm.out": (ops.bmm.out, (r(3, 33, 72), r(3, 72, 40)), {"out": r(3, 33, 40)}),
+        "mm_row_sums": (ops.mm_row_sums.default, (r(72, 40).t(), r(72, 33)), {}),
     }
 
 
 @gpu
-@pytest.mark.parametrize("name", ["mm", "mm_fp32", "mm.out", "addmm", "addmm_relu", "addmm.out", "bmm", "bmm.out"])
+@pytest.mark.parametrize("name", ["mm", "mm_fp32", "mm.out", "addmm", "addmm_relu", "addmm.out", "bmm", "bmm.out",
+                                  "mm_row_sums"])
 def test_opcheck(name):
     op, args, kwargs = opcheck_cases()[name]
     torch.library.opcheck(op, args, kwargs)

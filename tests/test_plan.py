@@ -298,6 +298,7 @@ def test_row_sums_in_the_kernel_where_its_warps_can(plan_of):
     assert where(4096, 1024, 8192, splits=2)[0] == "torch"       # pinned K slices
     assert where(4096, 1024, 8192, autotune=1)[0] == "kernel"    # no autotune for such a call
     assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "false"
+    assert plan_of(1024, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "true"  # torch sums there
     assert plan_of(4096, 1024, 8192, ak=1, row_sums=1)["row_sums"] == "torch"  # a K-major A
     assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, major=8)["row_sums"] == "torch"  # the sm80 family
     assert plan_of(16, 1024, 8192, ak=0, row_sums=1)["row_sums"] == "torch"  # the swapped decode path

@@ -12,13 +12,14 @@
 
 namespace cute_gemm::sm90 {
 
-// The kernels that can: an M-major A loaded by TMA (the weight gradient's g^T; in a K-major A a row
+// The kernels that can: a 16-bit M-major A loaded by TMA (the weight gradient's g^T; in a K-major A a row
 // is spread over 16-byte units of one row and would need another walk), no cluster (a slot's
 // release would then also wait on the peer's warps), whole tiles (the host sets row_sums only on
 // plans without K slices or a stream-K tail: a partial row sum would need the pieces' sum), and
 // not the activation warps' kernel, which uses the same warps.
 template <class Tr, bool kOffload>
-inline constexpr bool kRowSumsCan = !Tr::kAKMajor && Tr::kCluster == 1 && !Tr::kCpAsync && !Tr::kGated && !kOffload;
+inline constexpr bool kRowSumsCan = !Tr::kAKMajor && Tr::kCluster == 1 && !Tr::kCpAsync && !Tr::kGated && !kOffload &&
+                                    sizeof(typename Tr::Element) == 2;
 // One warp per 64 rows of the tile (at most three: rows 8 and 12's 192-row tiles).
 template <class Tr>
 inline constexpr int kRowSumWarps = Tr::kBM / 64;
@@ -27,8 +28,9 @@ inline constexpr int kRowSumWarps = Tr::kBM / 64;
 // holds 4 rows, half of a 16-byte unit of an M-major smem row (rows 4 (l % 16) ..), k rows
 // l / 16, l / 16 + 2, ... of each k-tile, in fp32; at the tile's end the two k phases meet by a
 // shuffle (the same bits every run: a + b is b + a), and lanes 0-15 store their 4 sums rounded to
-// A's type. (Eight rows a lane spilled in the 32 registers of the three-consumer rows.) The warp waits for every slot and releases it once (a tile of another column
-// included: the empty barriers count these warps in every launch that has them).
+// A's type. (Eight rows a lane, 16-byte loads, spilled in the 32 to 40 registers of the producer
+// warpgroup, sm90/traits.h.) The warp waits for every slot and releases it once (a tile of another
+// column included: the empty barriers count these warps in every launch that has them).
 template <class Tr>
 CUTE_DEVICE void sum_rows_of_a(const GemmParams& p, typename Tr::SharedStorage& smem, const TileWalk<Tr>& walk) {
   using E = typename Tr::Element;
@@ -50,9 +52,9 @@ CUTE_DEVICE void sum_rows_of_a(const GemmParams& p, typename Tr::SharedStorage& 
     for (int kt = unit.kb; kt < unit.ke; ++kt) {
       FullBarrier::wait(&smem.full[ring.stage], ring.phase);
       if (mine) {
-        // Not unrolled: the producer warpgroup runs in 32 to 40 registers (sm90/traits.h), and the
-        // unrolled loop's loads in flight spilled.
-#pragma unroll 1
+        // Two loads in flight: one at a time waits a shared-memory latency per 8 bytes (the slot's
+        // rows could take longer than its WGMMAs); four spilled next to three consumers.
+#pragma unroll 2
         for (int k = phase; k < kBK; k += kPhases) {
           // Four rows of one k row: half of a 16-byte unit of the 128-byte swizzled smem row (the
           // swizzle permutes whole units).
