@@ -137,7 +137,9 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
   const Plan plan = checked_plan(problem, o);
   // Row sums the kernel does not write: torch's sum, after the GEMM (fp32 accumulation).
   const auto torch_row_sums = [&] {
-    if (ep.row_sums.defined() && !plan.row_sums) at::sum_out(ep.row_sums, a3[0], {1});
+    if (!ep.row_sums.defined() || plan.row_sums) return;
+    at::Tensor sums = ep.row_sums;  // (a handle of the same tensor: sum_out writes it)
+    at::sum_out(sums, a3[0], {1});
   };
   if (plan.route == Plan::Route::kTorch) {
     out3.copy_(ep.b2.defined() ? gated_unfused(a3, b3, ep) : torch_math(a3, b3, ep));
