@@ -47,15 +47,15 @@ TORCH_LIBRARY_IMPL(cute_gemm, CompositeImplicitAutograd, m) { m.impl("explain", 
 // CUDA runs the ops; CPU and sparse tensors reach the same checks, so the error names the
 // argument and the rule instead of the dispatcher's "could not run with arguments from the ...
 // backend".
-#define CUTE_GEMM_IMPLS(KEY)                    \
-  TORCH_LIBRARY_IMPL(cute_gemm, KEY, m) {       \
-    m.impl("mm", &cute_gemm::mm);               \
-    m.impl("mm.out", &cute_gemm::mm_out);       \
-    m.impl("addmm", &cute_gemm::addmm);         \
-    m.impl("addmm.out", &cute_gemm::addmm_out); \
-    m.impl("bmm", &cute_gemm::bmm);             \
-    m.impl("bmm.out", &cute_gemm::bmm_out);     \
-    m.impl("gated_mm", &cute_gemm::gated_mm);   \
+#define CUTE_GEMM_IMPLS(KEY)                        \
+  TORCH_LIBRARY_IMPL(cute_gemm, KEY, m) {           \
+    m.impl("mm", &cute_gemm::mm);                   \
+    m.impl("mm.out", &cute_gemm::mm_out);           \
+    m.impl("addmm", &cute_gemm::addmm);             \
+    m.impl("addmm.out", &cute_gemm::addmm_out);     \
+    m.impl("bmm", &cute_gemm::bmm);                 \
+    m.impl("bmm.out", &cute_gemm::bmm_out);         \
+    m.impl("gated_mm", &cute_gemm::gated_mm);       \
     m.impl("mm_row_sums", &cute_gemm::mm_row_sums); \
   }
 CUTE_GEMM_IMPLS(CUDA)

@@ -12,11 +12,11 @@
 
 namespace cute_gemm::sm90 {
 
-// The kernels that can: a 16-bit M-major A loaded by TMA (the weight gradient's g^T; in a K-major A a row
-// is spread over 16-byte units of one row and would need another walk), no cluster (a slot's
-// release would then also wait on the peer's warps), whole tiles (the host sets row_sums only on
-// plans without K slices or a stream-K tail: a partial row sum would need the pieces' sum), and
-// not the activation warps' kernel, which uses the same warps.
+// The kernels that can: a 16-bit M-major A loaded by TMA (the weight gradient's g^T; in a K-major
+// A a row is spread over 16-byte units of one row and would need another walk), no cluster (a
+// slot's release would then also wait on the peer's warps), whole tiles (the host sets row_sums
+// only on plans without K slices or a stream-K tail: a partial row sum would need the pieces'
+// sum), and not the activation warps' kernel, which uses the same warps.
 template <class Tr, bool kOffload>
 inline constexpr bool kRowSumsCan = !Tr::kAKMajor && Tr::kCluster == 1 && !Tr::kCpAsync && !Tr::kGated && !kOffload &&
                                     sizeof(typename Tr::Element) == 2;
