@@ -118,9 +118,9 @@ struct GemmParams {
   // ldb and batch_b alike; act is `act` above, C has n / 2 columns. Null in every other kernel.
   const void* b2 = nullptr;
 
-  // SM90, an M-major A read in place by a row without a cluster, whole tiles (plan.cpp): the sums
-  // over K of A's rows, row_sums[m] (A's type), written by the row-sum warps (sm90/row_sums.h);
-  // nn.Linear's bias gradient beside its weight's. Null in every other launch.
+  // SM90's lean kernel on A read in place, whole tiles (plan.cpp): the sums over K of A's rows,
+  // row_sums[m] (A's type), from the tiles of column 0 (sm90/row_sums.h); nn.Linear's bias
+  // gradient beside its weight's. Null in every other launch.
   void* row_sums = nullptr;
 
   // Whether the epilogue changes the accumulators' values (fp32 C alone stores them as they are).

@@ -252,15 +252,15 @@ int epilogue_kernel(const Plan& plan, const Problem& p, const Overrides& o) {
   return int(sm90::choose_epilogue_kernel(plan.cfg, plan.sm90_narrow, p.a.element_size, f));
 }
 
-// Where the kernel's row-sum warps can sum A's rows (sm90/row_sums.h, kRowSumsCan): the sm90
-// family's 16-bit TMA kernels on an M-major A read in place (the weight gradient's g^T), one
-// problem, whole tiles of a row without a cluster, not the activation warps' kernel (its warps are
-// the same). Elsewhere torch's sum runs after the GEMM (gemm.cpp). (plan_for then leaves the row to
-// this plan, not to the autotune cache.)
+// Where the kernel can sum A's rows (sm90/row_sums.h, kRowSums): the lean kernel of the sm90
+// family's 16-bit TMA rows (configs.h, choose_epilogue_kernel: no activation or 32-bit term, which a
+// weight gradient never has) on A read in place, one problem, whole tiles (a K slice or a stream-K
+// piece would hold a partial sum). Elsewhere torch's sum runs after the GEMM (gemm.cpp). (plan_for
+// then leaves the row to this plan, not to the autotune cache.)
 bool row_sums_in_kernel(const Plan& plan) {
   return plan.route == Plan::Route::kKernel && plan.sm90 && !plan.tf32 && !plan.sm90_narrow && !plan.swap &&
-         !plan.copy_a && !plan.a_kmajor && !plan.fold && plan.batch == 1 && plan.splits == 1 && plan.sk_tiles == 0 &&
-         sm90::kConfigs[plan.cfg].cluster_m == 1 && plan.epilogue != int(sm90::EpilogueKernel::kActWarps);
+         !plan.copy_a && !plan.fold && plan.batch == 1 && plan.splits == 1 && plan.sk_tiles == 0 &&
+         plan.epilogue == int(sm90::EpilogueKernel::kLean);
 }
 
 }  // namespace
@@ -377,7 +377,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   if (plan.sm90) plan.epilogue = epilogue_kernel(plan, p, o);
   plan.row_sums = p.row_sums && o.row_sums != 0 && row_sums_in_kernel(plan);
   // The autotune cache (CUTE_GEMM_AUTOTUNE=1) may replace the row and slices (gemm.cpp) where no knob
-  // pins them, and the kernel does not sum rows (its row-sum warps need this row, whole tiles).
+  // pins them, and the kernel does not sum rows (its sums need this row, whole tiles).
   const int pinned = plan.sm90 ? o.sm90_config : o.sm80_config;
   plan.autotune = !plan.tf32 && !plan.narrow && !plan.sm90_narrow && !plan.swap && pinned < 0 && o.splits < 0 &&
                   o.autotune && !plan.row_sums;

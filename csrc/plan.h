@@ -111,7 +111,7 @@ struct Plan {
   // cluster, and whether it drops the stream-K tail, can differ) or the autotune cache replaces
   // the row or slices.
   int epilogue = 0;  // sm90::EpilogueKernel
-  // Problem::row_sums summed by the kernel's row-sum warps (sm90/row_sums.h), else by torch after it.
+  // Problem::row_sums summed by the kernel (sm90/row_sums.h), else by torch after it.
   bool row_sums = false;
   const char* rule = "";  // the rule that chose cfg (or why the call takes torch's path)
   // A knob combination that cannot run: gemm.cpp raises it (a ValueError unless runtime_error).

@@ -957,7 +957,7 @@ def test_block_backward_runs_what_torch_runs():
 
 # (M, N, K) of mm_row_sums(a, b): a (M, K) as nn.Linear's backward passes it (dY^T, M-major) unless
 # said otherwise; one row, one column, rows past a tile's end, K tails; A's pitch (M elements) a
-# multiple of 8 where the kernel's row-sum warps can read it in place (456, 1024), else copied.
+# multiple of 8 where the kernel can read it in place (456, 1024), else copied.
 ROW_SUM_SHAPES = [(1, 1, 1), (7, 129, 574), (129, 127, 131), (456, 400, 2100), (1000, 576, 4097), (1024, 512, 2048)]
 
 
@@ -997,10 +997,11 @@ def test_mm_row_sums(dtype, shape, a_major):
 @gpu
 @pytest.mark.parametrize("config", range(len(SM90_CONFIG_NAMES)), ids=SM90_CONFIG_NAMES)
 def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
-    """The row-sum warps on each row that has them (one, two and three warps: 64-, 128- and
-    192-row tiles), on a ring that wraps (K = 2100: 33 k-tiles) and blocks of several tiles (more
-    tiles than SMs), rows past M; K slices (where the row can) and rows in 2x1 clusters take
-    torch's sum: every form exact to the dtype. A row-sum kernel is the call's one kernel."""
+    """The kernel's row sums on each row with a lean kernel (one, two and three consumers: 64-,
+    128- and 192-row tiles; 2x1 clusters), on a ring that wraps (K = 2100: 33 k-tiles) and blocks
+    of several tiles (more tiles than SMs), rows past M; K slices (where the row can) and the rows
+    of fewer than 64 columns take torch's sum: every form exact to the dtype. A row-sum kernel is
+    the call's one kernel."""
     use_sm90_row(monkeypatch, config)
     a, b = operand(2056, 2100, "t"), operand(2100, 1000, "n")
     for splits in ("1", "3"):
@@ -1010,7 +1011,7 @@ def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
         check(sums, a.double().sum(1), torch.bfloat16, a.sum(1))
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
     kernels = cuda_kernels(lambda: ops.mm_row_sums(a, b))
-    in_kernel = "_m2" not in SM90_CONFIG_NAMES[config]  # the rows without a cluster
+    in_kernel = int(SM90_CONFIG_NAMES[config].split("x")[1]) >= 64  # the rows with a lean kernel
     assert len(kernels) == (1 if in_kernel else 2) and "gemm_kernel" in kernels[0], kernels
 
 

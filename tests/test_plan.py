@@ -283,9 +283,9 @@ def test_gated_plan(plan_of):
 
 
 @needs_cxx
-def test_row_sums_in_the_kernel_where_its_warps_can(plan_of):
+def test_row_sums_in_the_kernel_where_it_can(plan_of):
     # nn.Linear's weight and bias gradients (mm_row_sums): A = dY^T, M-major, read in place; the
-    # row-sum warps serve whole tiles of a row without a cluster, else torch sums after the GEMM.
+    # lean kernel sums whole tiles of any row with one, else torch sums after the GEMM.
     def where(m, n, k, **f):
         p = plan_of(m, n, k, ak=0, row_sums=1, **f)
         return p["row_sums"], p["row"], p["splits"], p["stream_k_tiles"]
@@ -293,13 +293,14 @@ def test_row_sums_in_the_kernel_where_its_warps_can(plan_of):
     assert where(4096, 1024, 8192) == ("kernel", "0", "1", "0")  # the MLP's weight: one wave of 128x256
     assert where(3072, 1024, 8192)[:2] == ("kernel", "12")       # the QKV weight: 192x128, one wave
     assert where(1024, 4096, 8192)[0] == "kernel"
-    assert where(1024, 1024, 8192)[:3] == ("torch", "9", "2")    # row 9: a cluster, K slices
-    assert where(8192, 8192, 8192)[0] == "torch"                 # the 2x1 cluster tile
+    assert where(1024, 1024, 8192)[:3] == ("torch", "9", "2")    # K slices
+    assert where(8192, 8192, 8192)[:2] == ("kernel", "2")        # the 2x1 cluster tile
     assert where(4096, 1024, 8192, splits=2)[0] == "torch"       # pinned K slices
+    assert where(4096, 1001, 8192)[0] == "torch"                 # C rows of 2002 bytes: the general kernel
     assert where(4096, 1024, 8192, autotune=1)[0] == "kernel"    # no autotune for such a call
     assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "false"
     assert plan_of(1024, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "true"  # torch sums there
-    assert plan_of(4096, 1024, 8192, ak=1, row_sums=1)["row_sums"] == "torch"  # a K-major A
+    assert plan_of(4096, 1024, 8192, ak=1, row_sums=1)["row_sums"] == "kernel"  # a K-major A
     assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, major=8)["row_sums"] == "torch"  # the sm80 family
     assert plan_of(16, 1024, 8192, ak=0, row_sums=1)["row_sums"] == "torch"  # the swapped decode path
     assert plan_of(64, 64, 0, ak=0, row_sums=1)["row_sums"] == "torch"  # K = 0: torch's route

@@ -63,16 +63,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       smem_raw + ((1024 - (cute::cast_smem_ptr_to_uint(smem_raw) & 1023)) & 1023));
 
   const int warp_group = threadIdx.x / 128;
-  // The row-sum warps (sm90/row_sums.h) read every slot too, where the host asks for row sums.
-  constexpr bool kRowSums = kRowSumsCan<Tr, kOffload>;
-  const bool row_sums = kRowSums && p.row_sums != nullptr;
+  // The consumers also multiply A by ones on column 0's tiles where the host asks for row sums
+  // (sm90/row_sums.h).
+  const bool row_sums = kRowSums<Tr, kLean> && p.row_sums != nullptr;
+  if constexpr (kRowSums<Tr, kLean>) {
+    if (row_sums) fill_ones<Tr>(smem);
+  }
   if (threadIdx.x == 0) {
     CUTE_UNROLL
     for (int s = 0; s < Tr::kStages; ++s) {
       // The producer's arrive + TMA bytes; a narrow kernel's: each producer thread's cp.async arrival.
       FullBarrier::init(&smem.full[s], Tr::kCpAsync ? Tr::kCopyThreads : 1);
-      // Consumer warps of the cluster, and the row-sum warps.
-      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals + (row_sums ? kRowSumWarps<Tr> : 0));
+      EmptyBarrier::init(&smem.empty[s], Tr::kEmptyArrivals);  // consumer warps of the cluster
     }
     CUTE_UNROLL
     for (int b = 0; b < 2; ++b) {
@@ -108,8 +110,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       produce_tma<Tr>(params, smem, walk);
     } else if (kOffload && threadIdx.x >= 32) {
       run_activation_warps<Tr>(params, smem, walk);
-    } else if (row_sums && threadIdx.x >= 32 && threadIdx.x < 32 * (1 + kRowSumWarps<Tr>)) {
-      if constexpr (kRowSums) sum_rows_of_a<Tr>(p, smem, walk);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kOffload ? 224 : Tr::kConsumerRegs>();
@@ -120,6 +120,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     uint32_t units = 0;
     auto mainloop = make_mainloop<Tr>(smem, ctid);
     Tensor acc = mainloop.accumulators();
+    auto sums = [&] {
+      if constexpr (kRowSums<Tr, kLean>) {
+        return make_row_sums<Tr>(smem, ctid);
+      } else {
+        return NoRowSums{};
+      }
+    }();
     auto epilogue = make_epilogue<Tr, kOffload, kLean>(params, smem, trace, mainloop.coordinates(), ctid, consumer);
     RingState<Tr::kStages> ring;
     WorkCursor cursor = walk.start;
@@ -127,8 +134,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     while (cursor.next(unit)) {
       const BatchTile tile = walk.tile_of(unit.tile);
       auto events = epilogue.schedule_deferred(unit.kb, unit.ke);
-      mainloop.run(ring, unit, acc, trace, [&](int kt) { epilogue.run_due(events, kt, unit.ke); });
+      sums.begin(row_sums && tile.n == 0);
+      mainloop.run(ring, unit, acc, sums, trace, [&](int kt) { epilogue.run_due(events, kt, unit.ke); });
       trace(kTrMainDone, units++);
+      sums.store(p, tile.m * Tr::kBM);
       const auto bias = epilogue.load_bias(tile.n * Tr::kBN);
       if (!kOffload && unit.parts > 1) {
         const TilePieces<Tr> pieces(p, walk, unit, tile.m * Tr::kBM, ctid);

@@ -45,10 +45,12 @@ struct Mainloop {
     }
   }
 
-  // k-tiles [unit.kb, unit.ke) into acc (overwritten), calling during(kt) once each k-tile's WGMMAs
+  // k-tiles [unit.kb, unit.ke) into acc (overwritten), and into sums where they are on
+  // (sm90/row_sums.h: A x ones in the same batches), calling during(kt) once each k-tile's WGMMAs
   // are issued. The operand fences keep the compiler from touching the accumulators meanwhile.
-  template <class Acc, class During>
-  CUTE_DEVICE void run(RingState<Tr::kStages>& ring, const Unit& unit, Acc& acc, Tracer& trace, During&& during) {
+  template <class Acc, class Sums, class During>
+  CUTE_DEVICE void run(RingState<Tr::kStages>& ring, const Unit& unit, Acc& acc, Sums& sums, Tracer& trace,
+                       During&& during) {
     mma.accumulate_ = GMMA::ScaleOut::Zero;
     int prev_stage = -1;
     warpgroup_fence_operand(acc);
@@ -61,13 +63,23 @@ struct Mainloop {
       // same fence before a wgmma on cp.async-filled tiles). TMA fills need none.
       if constexpr (Tr::kCpAsync) cutlass::arch::fence_view_async_shared();
       trace(kTrFull, loads++);
-      warpgroup_arrive();
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        gemm(mma, tCrA(_, _, kb, ring.stage), tCrB(_, _, kb, ring.stage), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
+      // A batch with the row sums' WGMMAs is a copy of its own: with a branch around them inside
+      // the batch, ptxas fenced the accumulators again (C7519) before them.
+      auto batch = [&](auto with_sums) {
+        warpgroup_arrive();
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+          gemm(mma, tCrA(_, _, kb, ring.stage), tCrB(_, _, kb, ring.stage), acc);
+          mma.accumulate_ = GMMA::ScaleOut::One;
+          if constexpr (decltype(with_sums)::value) sums.issue(tCrA(_, _, kb, ring.stage), kb);
+        }
+        warpgroup_commit_batch();
+      };
+      if (sums.on) {
+        batch(cute::true_type{});
+      } else {
+        batch(cute::false_type{});
       }
-      warpgroup_commit_batch();
     };
     auto retire = [&] {
       warpgroup_wait<1>();
@@ -85,6 +97,7 @@ struct Mainloop {
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
+    sums.end();
     if (prev_stage >= 0) release(prev_stage);
   }
 };

@@ -1,9 +1,12 @@
-// The row-sum warps of the SM90 kernel (GemmParams::row_sums): the sums over K of A's rows, written
+// The row sums of the SM90 kernel (GemmParams::row_sums): the sums over K of A's rows, written
 // beside C. nn.Linear's backward computes the weight's gradient as g^T x, A = g^T, whose row sums
-// are the bias's gradient: torch reads g once more for them in a reduction kernel of its own. Here
-// warps 1-3 of the producer warpgroup (idle in the other kernels but the activation warps') read
-// each A tile of a tile column 0 from the ring while the consumers multiply it. Included by
-// sm90/kernel.h only.
+// are the bias's gradient: torch reads g once more for them in a reduction kernel of its own.
+// Here the tensor cores sum them as they multiply: on the tiles of tile column 0, each consumer
+// warpgroup also issues A_slot x ones (64 x 8 x 16 WGMMAs, B a 8 x kBK tile of ones in shared
+// memory), about 3 % of a 256-column tile's WGMMA work, in fp32 and deterministic. (Warps of the
+// producer warpgroup summing the slot in CUDA cores held the ring up: the WGMMAs of a 128 x 256 x 64
+// k-tile take about 1,000 cycles, the warps' 8,192 loads and adds took several times that.)
+// Included by sm90/kernel.h only.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -12,75 +15,82 @@
 
 namespace cute_gemm::sm90 {
 
-// The kernels that can: a 16-bit M-major A loaded by TMA (the weight gradient's g^T; in a K-major
-// A a row is spread over 16-byte units of one row and would need another walk), no cluster (a
-// slot's release would then also wait on the peer's warps), whole tiles (the host sets row_sums
-// only on plans without K slices or a stream-K tail: a partial row sum would need the pieces'
-// sum), and not the activation warps' kernel, which uses the same warps.
-template <class Tr, bool kOffload>
-inline constexpr bool kRowSumsCan = !Tr::kAKMajor && Tr::kCluster == 1 && !Tr::kCpAsync && !Tr::kGated && !kOffload &&
-                                    sizeof(typename Tr::Element) == 2;
-// One warp per 64 rows of the tile (at most three: rows 8 and 12's 192-row tiles).
-template <class Tr>
-inline constexpr int kRowSumWarps = Tr::kBM / 64;
+// The kernels that sum: the lean kernel (sm90/kernel.h: no bias or activation to compute, as in a
+// weight gradient) of a 16-bit TMA-fed row, not gated (Tr::kRowSumsCan, where the shared storage
+// has the tile of ones); in the general kernel the sums' registers spilled. The host sets row_sums
+// only on such plans with whole tiles (no K slices, no stream-K tail: a partial row sum would need
+// the pieces' sum); run.h refuses the rest.
+template <class Tr, bool kLean>
+inline constexpr bool kRowSums = Tr::kRowSumsCan && kLean;
 
-// Warp w (1 .. kRowSumWarps) sums rows 64 (w - 1) .. 64 w - 1 of every tile of column 0: lane l
-// holds 4 rows, half of a 16-byte unit of an M-major smem row (rows 4 (l % 16) ..), k rows
-// l / 16, l / 16 + 2, ... of each k-tile, in fp32; at the tile's end the two k phases meet by a
-// shuffle (the same bits every run: a + b is b + a), and lanes 0-15 store their 4 sums rounded to
-// A's type. (Eight rows a lane, 16-byte loads, spilled in the 32 to 40 registers of the producer
-// warpgroup, sm90/traits.h.) The warp waits for every slot and releases it once (a tile of another
-// column included: the empty barriers count these warps in every launch that has them).
+// Every thread of the block writes its share of the ones before the block's first barrier, and
+// makes them visible to the WGMMAs' async proxy.
 template <class Tr>
-CUTE_DEVICE void sum_rows_of_a(const GemmParams& p, typename Tr::SharedStorage& smem, const TileWalk<Tr>& walk) {
+CUTE_DEVICE void fill_ones(typename Tr::SharedStorage& smem) {
   using E = typename Tr::Element;
-  constexpr int kBM = Tr::kBM, kBK = Tr::kBK, kRows = 4, kPhases = 32 / (64 / kRows);
-  static_assert(kBM % 64 == 0 && kBK % kPhases == 0 && sizeof(E) == 2, "64-row warps over 16-bit k rows");
-  Tensor sA = make_tensor(make_smem_ptr(smem.a), typename Tr::SmemLayoutA{});  // (BM,BK,PIPE)
-  const int warp = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
-  const int row = 64 * warp + kRows * (lane % (64 / kRows));  // this lane's first row in the tile
-  const int phase = lane / (64 / kRows);
-  E* out = static_cast<E*>(p.row_sums);
-  RingState<Tr::kStages> ring;
-  WorkCursor cursor = walk.start;
-  Unit unit;
-  while (cursor.next(unit)) {
-    const BatchTile tile = walk.tile_of(unit.tile);
-    const bool mine = tile.n == 0;
-    float sum[kRows] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 1
-    for (int kt = unit.kb; kt < unit.ke; ++kt) {
-      FullBarrier::wait(&smem.full[ring.stage], ring.phase);
-      if (mine) {
-        // Two loads in flight: one at a time waits a shared-memory latency per 8 bytes (the slot's
-        // rows could take longer than its WGMMAs); four spilled next to three consumers.
-#pragma unroll 2
-        for (int k = phase; k < kBK; k += kPhases) {
-          // Four rows of one k row: half of a 16-byte unit of the 128-byte swizzled smem row (the
-          // swizzle permutes whole units).
-          const uint2 v = *reinterpret_cast<const uint2*>(&sA(row, k, ring.stage));
-          const E* e = reinterpret_cast<const E*>(&v);
-          CUTE_UNROLL
-          for (int i = 0; i < kRows; ++i) sum[i] += float(e[i]);
-        }
-      }
-      __syncwarp();  // every lane's reads done before the slot goes back
-      if (lane == 0) EmptyBarrier::arrive(&smem.empty[ring.stage]);
-      ring.advance();
-    }
-    if (mine) {
-      static_assert(kPhases == 2, "one shuffle joins the phases");
-      CUTE_UNROLL
-      for (int i = 0; i < kRows; ++i) sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 16);
-      const int m0 = tile.m * kBM + row;
-      if (phase == 0) {
-        CUTE_UNROLL
-        for (int i = 0; i < kRows; ++i) {
-          if (m0 + i < p.m) out[m0 + i] = E(sum[i]);
-        }
-      }
+  for (int i = threadIdx.x; i < int(sizeof(smem.ones) / sizeof(E)); i += Tr::kThreads) smem.ones[i] = E(1.f);
+  cutlass::arch::fence_view_async_shared();
+}
+
+// A consumer thread's part: the 64 x 8 (per warpgroup) fp32 accumulators, every column the sums
+// of the warpgroup's rows, and the descriptors of the ones. `on` for a tile of column 0 when the
+// host asked for sums.
+template <class Tr, class ThrMma, class FragOnes, class Acc, class Coords>
+struct RowSums {
+  typename Tr::SumMma mma;
+  ThrMma thr_mma;
+  FragOnes ones;  // (MMA,MMA_N,MMA_K): one k-tile's descriptors, the same each slot
+  Acc acc;        // (MMA,MMA_M,MMA_N)
+  Coords coords;  // (row, col) in the tile's 8 columns of each accumulator
+  bool on = false;
+
+  CUTE_DEVICE void begin(bool tile_on) {
+    on = tile_on;
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(acc);
+  }
+  // k-block kb of the slot whose A descriptors are a_kb, in the main WGMMAs' batch (on tiles
+  // where `on`: Mainloop::run issues that batch apart).
+  template <class FragA>
+  CUTE_DEVICE void issue(const FragA& a_kb, int kb) {
+    gemm(mma, a_kb, ones(_, _, kb), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  CUTE_DEVICE void end() { warpgroup_fence_operand(acc); }
+  // Column 0's threads store the tile's rows below M, rounded to A's type.
+  CUTE_DEVICE void store(const GemmParams& p, int m0) const {
+    if (!on) return;
+    using E = typename Tr::Element;
+    E* out = static_cast<E*>(p.row_sums);
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) {
+      const int m = m0 + get<0>(coords(i));
+      if (get<1>(coords(i)) == 0 && m < p.m) out[m] = E(acc(i));
     }
   }
+};
+
+// Consumer thread ctid's row sums (the same warpgroup split of the tile's rows as TiledMma's).
+template <class Tr>
+CUTE_DEVICE auto make_row_sums(typename Tr::SharedStorage& smem, int ctid) {
+  Tensor sOnes = make_tensor(make_smem_ptr(smem.ones), typename Tr::SmemLayoutOnes{});  // (8,BK)
+  typename Tr::SumMma mma;
+  auto thr_mma = mma.get_thread_slice(ctid);
+  Tensor ones = thr_mma.make_fragment_B(thr_mma.partition_B(sOnes));
+  Tensor acc = partition_fragment_C(mma, make_shape(Int<Tr::kBM>{}, _8{}));
+  Tensor coords = thr_mma.partition_C(make_identity_tensor(make_shape(Int<Tr::kBM>{}, _8{})));
+  return RowSums<Tr, decltype(thr_mma), decltype(ones), decltype(acc), decltype(coords)>{mma, thr_mma, ones, acc,
+                                                                                          coords};
 }
+
+// The kernels without: nothing issued, nothing stored.
+struct NoRowSums {
+  static constexpr bool on = false;
+  CUTE_DEVICE void begin(bool) {}
+  template <class FragA>
+  CUTE_DEVICE void issue(const FragA&, int) {}
+  CUTE_DEVICE void end() {}
+  CUTE_DEVICE void store(const GemmParams&, int) const {}
+};
 
 }  // namespace cute_gemm::sm90

@@ -78,6 +78,15 @@ struct KernelTraits {
                            kMajorB>(),
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
+  // The row sums (sm90/row_sums.h): A x a tile of ones, 64 x 8 x 16 WGMMAs on each consumer's rows,
+  // in the lean kernel of the rows that have one (configs.h), not gated.
+  static constexpr bool kRowSumsCan = has_lean_kernel(Cfg, CpAsync, int(sizeof(Element))) && !Gated;
+  using SmemLayoutOnes = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, make_shape(_8{}, Int<kBK>{})));
+  using SumMma = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, _8, Int<kBK>>, kMajorA,
+                           GMMA::Major::K>(),
+      Layout<Shape<Int<kConsumers>, _1, _1>>{}));
+
   // TMA descriptors, built on the host from the real pointers and strides (64-bit).
   using GmemLayoutA = Layout<Shape<int, int, int>, decltype(mn_k_l_stride<AKMajor>(int64_t{}, int64_t{}))>;
   using GmemLayoutB = Layout<Shape<int, int, int>, decltype(mn_k_l_stride<BKMajor>(int64_t{}, int64_t{}))>;
@@ -156,6 +165,8 @@ struct KernelTraits {
     alignas(8) uint64_t c_ready[2];
     alignas(8) uint64_t c_free[2];
     BatchTile c_buf_tile[2];
+    // The row sums' B: ones (1 KB, at the end, where the other kernels' 2 bytes fit in the padding).
+    alignas(kRowSumsCan ? 1024 : 2) Element ones[kRowSumsCan ? cosize_v<SmemLayoutOnes> : 1];
   };
   // +1 KB: the dynamic shared memory base is only guaranteed 16-byte aligned.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
