@@ -294,7 +294,8 @@ def test_row_sums_in_the_kernel_where_it_can(plan_of):
     assert where(3072, 1024, 8192)[:2] == ("kernel", "12")       # the QKV weight: 192x128, one wave
     assert where(1024, 4096, 8192)[0] == "kernel"
     assert where(1024, 1024, 8192)[:3] == ("torch", "9", "2")    # K slices
-    assert where(8192, 8192, 8192)[:2] == ("kernel", "2")        # the 2x1 cluster tile
+    assert where(8192, 8192, 8192)[:2] == ("torch", "2")         # the 2x1 cluster tile, a stream-K tail
+    assert where(8192, 8192, 8192, stream_k=0) == ("kernel", "2", "1", "0")  # ... without it
     assert where(4096, 1024, 8192, splits=2)[0] == "torch"       # pinned K slices
     assert where(4096, 1001, 8192)[0] == "torch"                 # C rows of 2002 bytes: the general kernel
     assert where(4096, 1024, 8192, autotune=1)[0] == "kernel"    # no autotune for such a call
