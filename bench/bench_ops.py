@@ -1,5 +1,5 @@
-"""The fused epilogue, the gated kernel and cute_gemm.nn.Linear against torch's unfused path, same
-inputs, same run.
+"""The fused epilogue, the gated kernel, the bias gradient's row sums and cute_gemm.nn.Linear
+against torch's unfused path, same inputs, same run.
 
     python -P bench/bench_ops.py                                  # every section, bf16, gelu
     python -P bench/bench_ops.py --activations all                # none (the bias alone), relu, gelu, gelu_tanh, silu
@@ -7,6 +7,7 @@ inputs, same run.
     python -P bench/bench_ops.py --section mlp --mlp 8192x4096x14336 --mlp-activation silu
     python -P bench/bench_ops.py --section gated --gated 1x14336x4096 --after-op
     python -P bench/bench_ops.py --section gated --gated 2048x14336x4096 --variants auto,sm90:0,sk
+    python -P bench/bench_ops.py --section bias --bias 4096x1024x8192 --after-op
 
 fused: cute_gemm.addmm(bias, a, b, activation=act), one kernel, against
 act(torch.addmm(bias, a, b)), cuBLAS then an elementwise kernel that reads and writes C again.
@@ -23,6 +24,11 @@ gated: torch.ops.cute_gemm.gated_mm(x, w_gate, w_up), one kernel computing act(x
 the product; M tokens, FF the intermediate size, D the hidden size; weights of N(0, 0.02). Timed as
 fused, with --after-op also each call right after another kernel, as a model makes it; with
 --variants also gated_mm pinned to other rows, K slices or the stream-K tail (bench_mm.py's names).
+
+bias: nn.Linear's weight and bias gradients from one call, torch.ops.cute_gemm.mm_row_sums(dY^T, x)
+(the product and the sums over K of dY^T's rows), against torch's dY^T @ x and dY.sum(0); also
+mm_row_sums with CUTE_GEMM_ROW_SUMS=0 (its GEMM, then torch's sum) and cute_gemm.mm(dY^T, x) alone
+(the GEMM without the sums). OUT x IN x TOKENS: the weight's shape and the tokens. Timed as gated.
 
 Every result is checked against a float32 reference before it is timed (relative Frobenius
 error); a wrong one is reported as WRONG and never timed. docs/benchmark.md describes the output.
@@ -58,11 +64,13 @@ DEFAULT_SHAPES = [(4096, 14336, 4096), (16384, 4096, 4096)]
 DEFAULT_MLP = (8192, 4096, 14336)  # tokens, d, hidden
 # gated: Llama-3-8B's MLP (intermediate 14336, hidden 4096) at decode (1, 16, 64 tokens) and prefill.
 DEFAULT_GATED = [(1, 14336, 4096), (16, 14336, 4096), (64, 14336, 4096), (2048, 14336, 4096)]
+# bias: a GPT-2-medium block's weights (QKV, attention output, MLP up and down) at 8192 tokens.
+DEFAULT_BIAS = [(3072, 1024, 8192), (1024, 1024, 8192), (4096, 1024, 8192), (1024, 4096, 8192)]
 GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 # fused: "none" is the bias alone, torch.addmm (cuBLAS's own bias epilogue) against cute_gemm.addmm.
 FUSED_ACTIVATIONS = ("none",) + ACTIVATIONS
-SECTIONS = ("fused", "mlp", "gated")
+SECTIONS = ("fused", "mlp", "gated", "bias")
 # gated: the rows with a gated kernel (csrc/sm90/configs.h, kGatedConfigs) and the knobs that gated_mm
 # reads (csrc/gated_plan.cpp): a variant setting any other would time the rule under another name.
 GATED_ROWS = ("0", "1", "2", "4")
@@ -98,7 +106,7 @@ def parse_gated_variants(text: str) -> list[str]:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--section", type=lambda t: bench_mm.parse_choices(t, SECTIONS, "section"), default=list(SECTIONS),
-                    help="comma list of fused, mlp, gated, all (default: all)")
+                    help="comma list of fused, mlp, gated, bias, all (default: all)")
     ap.add_argument("--shapes", type=bench_mm.parse_shapes, default=DEFAULT_SHAPES,
                     help="fused: MxNxK,... (default: 4096x14336x4096,16384x4096x4096)")
     ap.add_argument("--activations", type=lambda t: bench_mm.parse_choices(t, FUSED_ACTIVATIONS, "activation"),
@@ -114,8 +122,11 @@ def parse_args(argv=None):
                          "64 and 2048 tokens)")
     ap.add_argument("--gated-activation", choices=GATED_ACTIVATIONS, default="silu",
                     help="gated: activation (default silu)")
+    ap.add_argument("--bias", type=bench_mm.parse_shapes, default=DEFAULT_BIAS, metavar="OUTxINxTOKENS,...",
+                    help="bias: a weight's rows and columns and the tokens (default: a GPT-2-medium block's "
+                         "four weights at 8192 tokens)")
     ap.add_argument("--after-op", nargs="?", type=bench_mm.positive_float, const=32.0, default=None, metavar="MIB",
-                    help="gated: also time each call right after an in-place scale of a MIB MiB buffer (32 "
+                    help="gated, bias: also time each call right after an in-place scale of a MIB MiB buffer (32 "
                          "unless given), less that kernel's own time")
     ap.add_argument("--variants", type=parse_gated_variants, default=["auto"],
                     help="gated: gated_mm's plans to time beside its rule (auto), by bench_mm.py's names: "
@@ -287,6 +298,56 @@ def finish_gated(row: dict) -> dict:
     return row
 
 
+def bias_row(torch, cute_gemm, shape, dname, l2, seconds, after_op=None) -> dict:
+    """Check and time nn.Linear's weight and bias gradients on one shape (OUT x IN x TOKENS): torch's
+    two ops against mm_row_sums(dY^T, x) and its GEMM alone. Each call's product is checked by
+    bench_mm.measure_row, its sums here first (a call with wrong sums is never timed)."""
+    out, inp, tokens = shape
+    dtype = getattr(torch, DTYPES[dname])
+    per_set = (out * tokens + tokens * inp + out * inp) * 2
+    reps = max(2, min(64, math.ceil(4 * l2 / per_set)))
+    torch.manual_seed(0)
+    sets = [(torch.randn(tokens, out, device="cuda", dtype=dtype).t(), torch.randn(tokens, inp, device="cuda", dtype=dtype))
+            for _ in range(reps)]  # (dY^T, x): dY^T an M-major view, as nn.Linear's backward passes it
+    a0, b0 = sets[0]
+    ref, ref_sums = a0.float() @ b0.float(), a0.float().sum(1)
+    row_sums = torch.ops.cute_gemm.mm_row_sums
+    both = {"torch": lambda a, b: (torch.mm(a, b), a.sum(1)), "mm_row_sums": row_sums,
+            "mm_row_sums[torch sums]": row_sums}
+    settings = {"mm_row_sums[torch sums]": {"CUTE_GEMM_ROW_SUMS": "0"}}
+    row = {"out": out, "in": inp, "tokens": tokens, "dtype": dname, "reps": reps, "impls": {}}
+    impls = []
+    for name, fn in both.items():
+        with bench_mm.knobs(settings.get(name, {})):
+            err = _rel_err(fn(a0, b0)[1], ref_sums)
+        if not math.isfinite(err) or err > bench_mm.REL_BOUND[dname]:
+            row["impls"][name] = {"wrong": True, "rel_err": err if math.isfinite(err) else None, "what": "sums"}
+        else:
+            impls.append((name, lambda a, b, fn=fn: fn(a, b)[0], settings.get(name, {})))
+    impls.append(("cute_gemm.mm", cute_gemm.mm, {}))
+    results = bench_mm.measure_row(torch, impls, sets, ref, bench_mm.REL_BOUND[dname], seconds, after_op)
+    if "torch" in row["impls"]:
+        raise RuntimeError(f"torch's own row sums are off by {row['impls']['torch']['rel_err']}")
+    record(row, results, baseline="torch")
+    del sets, ref, ref_sums
+    torch.cuda.empty_cache()
+    return finish_bias(row)
+
+
+def finish_bias(row: dict) -> dict:
+    """torch's time over each call's (x_torch, also after an op where timed); mm_row_sums's as the
+    row's ratio."""
+    t = row["impls"].get("torch", {})
+    for res in row["impls"].values():
+        if "us" in res:
+            res["x_torch"] = t["us"] / res["us"] if "us" in t else None
+            if t.get("after_op_us") and res.get("after_op_us"):
+                res["x_torch_after_op"] = t["after_op_us"] / res["after_op_us"]
+    r = row["impls"].get("mm_row_sums", {})
+    row["ratio"], row["ratio_after_op"] = r.get("x_torch"), r.get("x_torch_after_op")
+    return row
+
+
 def activation_module(torch, name: str):
     nn = torch.nn
     return {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "silu": nn.SiLU()}[name]
@@ -376,8 +437,33 @@ def format_gated(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+BIAS_COLUMNS = ("torch", "mm_row_sums", "mm_row_sums[torch sums]", "cute_gemm.mm")
+
+
+def format_bias(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    after = any("after_op_us" in res for r in rows for res in r["impls"].values())
+    out = [f"## bias: torch.ops.cute_gemm.mm_row_sums(dY^T, x) vs dY^T @ x and dY.sum(0), {rows[0]['dtype']} "
+           "(us; mm_row_sums[torch sums]: CUTE_GEMM_ROW_SUMS=0; cute_gemm.mm: the GEMM alone)", "",
+           "| OUT x IN x TOKENS | " + " | ".join(BIAS_COLUMNS) + " | torch/mm_row_sums |"
+           + (" after an op: " + " | ".join(BIAS_COLUMNS) + " | torch/mm_row_sums |" if after else ""),
+           "|---|" + "---|" * (len(BIAS_COLUMNS) + 1) + ("---|" * (len(BIAS_COLUMNS) + 1) if after else "")]
+    for r in rows:
+        cells = [cell(r["impls"].get(c, {}), "us", ".1f") for c in BIAS_COLUMNS]
+        line = f"| {r['out']}x{r['in']}x{r['tokens']} | " + " | ".join(cells) + f" | {bench_mm.fmt(r['ratio'], '.2f')} |"
+        if after:
+            cells = [cell(r["impls"].get(c, {}), "after_op_us", ".1f") for c in BIAS_COLUMNS]
+            line += " " + " | ".join(cells) + f" | {bench_mm.fmt(r['ratio_after_op'], '.2f')} |"
+        out.append(line)
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    out += ["", "geomean torch/mm_row_sums: " + (f"{bench_mm.geomean(ratios):.3f} over {bench_mm.n_shapes(len(ratios))}"
+                                                  if ratios else "-")]
+    return "\n".join(out)
+
+
 def any_bad(doc: dict) -> bool:
-    rows = doc["fused"] + doc["gated"] + ([doc["mlp"]] if doc["mlp"] else [])
+    rows = doc["fused"] + doc["gated"] + doc["bias"] + ([doc["mlp"]] if doc["mlp"] else [])
     return any(res.get("wrong") or "error" in res for r in rows for res in r["impls"].values())
 
 
@@ -414,11 +500,11 @@ def main(argv=None) -> int:
                variants=args.variants)
     print(f"# {env['gpu']} ({env['sms']} SMs), driver {env['driver'] or '?'}, torch {env['torch']}, "
           f"CUDA {env['cuda']}, cute_gemm {env['cute_gemm']} @ {env['git_commit'] or '?'}", flush=True)
-    # The fused and gated sections set the knobs per column; the mlp section runs under the environment's.
-    if ("fused" in args.section or "gated" in args.section) and (note := bench_mm.ignored_knobs_note(os.environ)):
-        print("# note (fused, gated): " + note.removeprefix("# note: "), flush=True)
+    # The fused, gated and bias sections set the knobs per column; the mlp section runs under the environment's.
+    if set(args.section) & {"fused", "gated", "bias"} and (note := bench_mm.ignored_knobs_note(os.environ)):
+        print("# note (fused, gated, bias): " + note.removeprefix("# note: "), flush=True)
     started = time.monotonic()
-    doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": []}
+    doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": [], "bias": []}
     l2 = env["l2_bytes"] or 50 * 2**20
     if "fused" in args.section:
         for shape in args.shapes:
@@ -439,8 +525,17 @@ def main(argv=None) -> int:
             print(f"[{time.monotonic() - started:5.0f} s] gated {args.dtype} {'x'.join(map(str, shape))} "
                   f"{args.gated_activation}: ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)
 
+    if "bias" in args.section:
+        after_op = bench_mm.other_kernel(torch, args.after_op)
+        for shape in args.bias:
+            row = bias_row(torch, cute_gemm, shape, args.dtype, l2, args.seconds, after_op)
+            doc["bias"].append(row)
+            print(f"[{time.monotonic() - started:5.0f} s] bias {args.dtype} {'x'.join(map(str, shape))}: "
+                  f"ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)
+
     print()
-    print("\n\n".join(t for t in (format_fused(doc["fused"]), format_mlp(doc["mlp"]), format_gated(doc["gated"])) if t))
+    print("\n\n".join(t for t in (format_fused(doc["fused"]), format_mlp(doc["mlp"]), format_gated(doc["gated"]),
+                                  format_bias(doc["bias"])) if t))
     env["elapsed_s"] = round(time.monotonic() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1))

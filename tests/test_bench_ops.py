@@ -18,13 +18,14 @@ def usage_error(capsys, argv) -> str:
 
 def test_defaults():
     args = bench.parse_args([])
-    assert args.section == ["fused", "mlp", "gated"]
+    assert args.section == ["fused", "mlp", "gated", "bias"]
     assert args.shapes == [(4096, 14336, 4096), (16384, 4096, 4096)]
     assert args.activations == ["gelu"] and args.mlp_activation == "gelu"
     assert args.mlp == (8192, 4096, 14336) and args.dtype == "bf16" and args.layout == "nt"
     assert args.json == Path("bench/out/ops.json")
     assert args.gated == [(1, 14336, 4096), (16, 14336, 4096), (64, 14336, 4096), (2048, 14336, 4096)]
     assert args.gated_activation == "silu" and args.after_op is None
+    assert args.bias == [(3072, 1024, 8192), (1024, 1024, 8192), (4096, 1024, 8192), (1024, 4096, 8192)]
 
 
 def test_lists_and_their_errors(capsys):
@@ -37,7 +38,7 @@ def test_lists_and_their_errors(capsys):
     assert bench.parse_args(["--mlp", "16X32x64"]).mlp == (16, 32, 64)
     assert "activation 'tanh' is not one of none, relu, gelu, gelu_tanh, silu, all" in usage_error(
         capsys, ["--activations", "gelu,tanh"])
-    assert "section 'both' is not one of fused, mlp, gated, all" in usage_error(capsys, ["--section", "both"])
+    assert "section 'both' is not one of fused, mlp, gated, bias, all" in usage_error(capsys, ["--section", "both"])
     assert bench.parse_args(["--after-op"]).after_op == 32.0 and bench.parse_args(["--after-op", "8"]).after_op == 8.0
     assert bench.parse_args(["--gated", "16x28x32"]).gated == [(16, 28, 32)]
     assert "invalid choice: 'relu'" in usage_error(capsys, ["--gated-activation", "relu"])  # not a gated MLP's
@@ -75,8 +76,8 @@ def test_mlp_table_and_exit_status():
     text = bench.format_mlp(row)
     assert "Linear(16, 32) + gelu, Linear(32, 16), 8 tokens, bf16" in text
     assert "| cute_gemm.nn.Linear | 2.00 | 125.0 | 3.0e-03 |" in text and "torch/cute time: 1.250" in text
-    assert not bench.any_bad({"fused": [fused(8, 8, 8, 2.0, 1.0)], "mlp": row, "gated": []})
-    assert bench.any_bad({"fused": [fused(8, 8, 8, 2.0, "WRONG")], "mlp": None, "gated": []})
+    assert not bench.any_bad({"fused": [fused(8, 8, 8, 2.0, 1.0)], "mlp": row, "gated": [], "bias": []})
+    assert bench.any_bad({"fused": [fused(8, 8, 8, 2.0, "WRONG")], "mlp": None, "gated": [], "bias": []})
 
 
 def gated(m, n, k, torch_us, gated_us, after=None):
@@ -101,8 +102,8 @@ def test_gated_table():
     assert "geomean torch/gated_mm: 1.100 over 1 shape" in text
     assert "after an op" not in bench.format_gated([gated(1, 64, 64, 2.0, 1.0)])
     assert bench.format_gated([]) == ""
-    assert bench.any_bad({"fused": [], "mlp": None, "gated": rows})
-    assert not bench.any_bad({"fused": [], "mlp": None, "gated": rows[:1]})
+    assert bench.any_bad({"fused": [], "mlp": None, "gated": rows, "bias": []})
+    assert not bench.any_bad({"fused": [], "mlp": None, "gated": rows[:1], "bias": []})
 
 
 def test_gated_variants(capsys):
@@ -134,6 +135,34 @@ def test_gated_variants(capsys):
     failed = gated(16, 64, 64, 2.0, "failed", after=(3.0, None))
     failed["impls"]["gated_mm[sk]"] = {"us": 1.0, "after_op_us": 1.5}
     assert "| 16x64x64 | sk | 1.0 | 2.00 | 1.5 | 2.00 |" in bench.format_gated([bench.finish_gated(failed)])
+
+
+def bias(times, after=None):
+    def res(t, a):
+        return ({"wrong": True, "rel_err": 0.5, "what": "sums"} if t == "WRONG" else {"error": "RuntimeError: boom"}
+                if t == "failed" else {"us": t, "eager_us": t + 1, "rel_err": 1e-3, **({"after_op_us": a} if a else {})})
+    after = after or [None] * len(times)
+    return bench.finish_bias({"out": 4096, "in": 1024, "tokens": 8192, "dtype": "bf16", "reps": 2,
+                              "impls": {c: res(t, a) for c, t, a in zip(bench.BIAS_COLUMNS, times, after)}})
+
+
+def test_bias_table():
+    """The bias section: torch's weight and bias gradients, mm_row_sums by its rule and with torch's
+    sums, and the GEMM alone, in that order; torch's time over mm_row_sums's as the ratio."""
+    assert bench.parse_args(["--section", "bias", "--bias", "8x4x16"]).bias == [(8, 4, 16)]
+    row = bias([130.0, 100.0, 134.0, 98.0], after=[140.0, 112.0, 150.0, 105.0])
+    assert row["ratio"] == pytest.approx(1.3) and row["ratio_after_op"] == pytest.approx(1.25)
+    assert row["impls"]["cute_gemm.mm"]["x_torch"] == pytest.approx(130 / 98)
+    text = bench.format_bias([row])
+    assert "| OUT x IN x TOKENS | torch | mm_row_sums | mm_row_sums[torch sums] | cute_gemm.mm | torch/mm_row_sums |" in text
+    assert "| 4096x1024x8192 | 130.0 | 100.0 | 134.0 | 98.0 | 1.30 | 140.0 | 112.0 | 150.0 | 105.0 | 1.25 |" in text
+    assert "geomean torch/mm_row_sums: 1.300 over 1 shape" in text
+    wrong = bias([130.0, "WRONG", 134.0, 98.0])
+    assert wrong["ratio"] is None and "after an op" not in bench.format_bias([wrong])
+    assert "| 4096x1024x8192 | 130.0 | WRONG (rel err 5.0e-01) | 134.0 | 98.0 | - |" in bench.format_bias([wrong])
+    assert bench.format_bias([]) == ""
+    assert bench.any_bad({"fused": [], "mlp": None, "gated": [], "bias": [wrong]})
+    assert not bench.any_bad({"fused": [], "mlp": None, "gated": [], "bias": [row]})
 
 
 def test_without_a_gpu_it_says_so_in_one_sentence():
