@@ -286,15 +286,23 @@ def finish_gated(row: dict) -> dict:
     """TFLOP/s, the weights' GB/s and torch's time over each gated_mm variant's (x_torch, also after
     an op where timed); the rule's as the row's ratio."""
     flops, weight_bytes = 2.0 * row["m"] * 2 * row["n"] * row["k"], 2 * row["n"] * row["k"] * 2
-    t = row["impls"].get("torch", {})
     for res in row["impls"].values():
         if "us" in res:
             res["tflops"], res["weights_gbps"] = flops / res["us"] / 1e6, weight_bytes / res["us"] / 1e3
+    return over_torch(row, "gated_mm")
+
+
+def over_torch(row: dict, ours: str) -> dict:
+    """torch's time over each timed call's (x_torch, also after an op where both were timed); the
+    call `ours`'s as the row's ratio."""
+    t = row["impls"].get("torch", {})
+    for res in row["impls"].values():
+        if "us" in res:
             res["x_torch"] = t["us"] / res["us"] if "us" in t else None
             if t.get("after_op_us") and res.get("after_op_us"):
                 res["x_torch_after_op"] = t["after_op_us"] / res["after_op_us"]
-    g = row["impls"].get("gated_mm", {})
-    row["ratio"], row["ratio_after_op"] = g.get("x_torch"), g.get("x_torch_after_op")
+    r = row["impls"].get(ours, {})
+    row["ratio"], row["ratio_after_op"] = r.get("x_torch"), r.get("x_torch_after_op")
     return row
 
 
@@ -331,21 +339,7 @@ def bias_row(torch, cute_gemm, shape, dname, l2, seconds, after_op=None) -> dict
     record(row, results, baseline="torch")
     del sets, ref, ref_sums
     torch.cuda.empty_cache()
-    return finish_bias(row)
-
-
-def finish_bias(row: dict) -> dict:
-    """torch's time over each call's (x_torch, also after an op where timed); mm_row_sums's as the
-    row's ratio."""
-    t = row["impls"].get("torch", {})
-    for res in row["impls"].values():
-        if "us" in res:
-            res["x_torch"] = t["us"] / res["us"] if "us" in t else None
-            if t.get("after_op_us") and res.get("after_op_us"):
-                res["x_torch_after_op"] = t["after_op_us"] / res["after_op_us"]
-    r = row["impls"].get("mm_row_sums", {})
-    row["ratio"], row["ratio_after_op"] = r.get("x_torch"), r.get("x_torch_after_op")
-    return row
+    return over_torch(row, "mm_row_sums")
 
 
 def activation_module(torch, name: str):
