@@ -192,10 +192,11 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   auto* kernel = which == EpilogueKernel::kActWarps ? kernels.act_warps
                  : which == EpilogueKernel::kLean   ? kernels.lean
                                                     : kernels.general;
-  // Row sums only from a kernel that sums, over whole tiles (the plan's promise, plan.cpp
-  // row_sums_in_kernel): another kernel would leave them unwritten.
-  if (p.row_sums != nullptr &&
-      (which != EpilogueKernel::kLean || !Tr::kRowSumsCan || p.splits > 1 || params.p.sk_tiles > 0)) {
+  // Row sums only from a kernel that sums, over whole tiles of one problem (the plan's promise,
+  // plan.cpp row_sums_in_kernel): another kernel would leave them unwritten, the tiles of another
+  // batch would write the same sums.
+  if (p.row_sums != nullptr && (which != EpilogueKernel::kLean || !Tr::kRowSumsCan || p.splits > 1 ||
+                                params.p.sk_tiles > 0 || p.batch != 1)) {
     return cudaErrorInvalidValue;
   }
   // Persistent: no more blocks than fit at once.

@@ -165,8 +165,9 @@ struct KernelTraits {
     alignas(8) uint64_t c_ready[2];
     alignas(8) uint64_t c_free[2];
     BatchTile c_buf_tile[2];
-    // The row sums' B: ones (1 KB, at the end, where the other kernels' 2 bytes fit in the padding).
-    alignas(kRowSumsCan ? 1024 : 2) Element ones[kRowSumsCan ? cosize_v<SmemLayoutOnes> : 1];
+    // The row sums' B: ones (1 KB, at the end, where the other kernels' one element fits in the
+    // padding). Rows 0-3 and 9 then fill the 227 KB exactly.
+    alignas(kRowSumsCan ? 1024 : alignof(Element)) Element ones[kRowSumsCan ? cosize_v<SmemLayoutOnes> : 1];
   };
   // +1 KB: the dynamic shared memory base is only guaranteed 16-byte aligned.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
