@@ -252,14 +252,15 @@ int epilogue_kernel(const Plan& plan, const Problem& p, const Overrides& o) {
   return int(sm90::choose_epilogue_kernel(plan.cfg, plan.sm90_narrow, p.a.element_size, f));
 }
 
-// Where the kernel can sum A's rows (sm90/row_sums.h, kRowSums): the lean kernel of the sm90
-// family's 16-bit TMA rows (configs.h, choose_epilogue_kernel: no activation or 32-bit term, which a
-// weight gradient never has) on A read in place, one problem, whole tiles (a K slice or a stream-K
-// piece would hold a partial sum). Elsewhere torch's sum runs after the GEMM (gemm.cpp). (plan_for
-// then leaves the row to this plan, not to the autotune cache.)
+// Where the kernel can sum A's rows (sm90/row_sums.h, traits.h kRowSumsCan): where the sm90 family
+// runs the lean kernel of a 16-bit TMA row (configs.h, choose_epilogue_kernel: no activation or
+// 32-bit term, which a weight gradient never has) on an M-major A read in place (the weight
+// gradient's dY^T), one problem, whole tiles (a K slice or a stream-K piece would hold a partial
+// sum). Elsewhere torch's sum runs after the GEMM (gemm.cpp). (plan_for then leaves the row to this
+// plan, not to the autotune cache.)
 bool row_sums_in_kernel(const Plan& plan) {
   return plan.route == Plan::Route::kKernel && plan.sm90 && !plan.tf32 && !plan.sm90_narrow && !plan.swap &&
-         !plan.copy_a && !plan.fold && plan.batch == 1 && plan.splits == 1 && plan.sk_tiles == 0 &&
+         !plan.copy_a && !plan.a_kmajor && !plan.fold && plan.batch == 1 && plan.splits == 1 && plan.sk_tiles == 0 &&
          plan.epilogue == int(sm90::EpilogueKernel::kLean);
 }
 

@@ -285,7 +285,8 @@ def test_gated_plan(plan_of):
 @needs_cxx
 def test_row_sums_in_the_kernel_where_it_can(plan_of):
     # nn.Linear's weight and bias gradients (mm_row_sums): A = dY^T, M-major, read in place; the
-    # lean kernel sums whole tiles of any row with one, else torch sums after the GEMM.
+    # lean kernel's row-sum form sums whole tiles of any row with a lean kernel, else torch sums
+    # after the GEMM.
     def where(m, n, k, **f):
         p = plan_of(m, n, k, ak=0, row_sums=1, **f)
         return p["row_sums"], p["row"], p["splits"], p["stream_k_tiles"]
@@ -301,7 +302,7 @@ def test_row_sums_in_the_kernel_where_it_can(plan_of):
     assert where(4096, 1024, 8192, autotune=1)[0] == "kernel"    # no autotune for such a call
     assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "false"
     assert plan_of(1024, 1024, 8192, ak=0, row_sums=1, autotune=1)["autotune"] == "true"  # torch sums there
-    assert plan_of(4096, 1024, 8192, ak=1, row_sums=1)["row_sums"] == "kernel"  # a K-major A
+    assert plan_of(4096, 1024, 8192, ak=1, row_sums=1)["row_sums"] == "torch"  # a K-major A: no such kernel
     assert plan_of(4096, 1024, 8192, ak=0, row_sums=1, major=8)["row_sums"] == "torch"  # the sm80 family
     assert plan_of(16, 1024, 8192, ak=0, row_sums=1)["row_sums"] == "torch"  # the swapped decode path
     assert plan_of(64, 64, 0, ak=0, row_sums=1)["row_sums"] == "torch"  # K = 0: torch's route

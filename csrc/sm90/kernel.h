@@ -48,10 +48,13 @@ namespace cute_gemm::sm90 {
 // activations, the staged rows and the element stores, which are most of the general kernel's
 // code (21,744 instructions against 3,592 on row 2, docs/tuning.md section 24): the epilogue's
 // instruction-cache misses were its largest stall.
-template <class Tr, bool kOffload, bool kLean = false>
+// kSums: the lean kernel that also sums A's rows (sm90/row_sums.h), launched for mm_row_sums only,
+// so that the lean kernel of every other call stays as it is.
+template <class Tr, bool kOffload, bool kLean = false, bool kSums = false>
 __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTANT KernelParams<Tr> const params) {
 #if defined(CUTE_GEMM_SM90_ENABLED)
   const GemmParams& p = params.p;
+  static_assert(!kSums || (kLean && Tr::kRowSumsCan), "row sums: the lean kernel of a row that can");
 
   // The storage starts at the first 1024-byte aligned shared address (128-byte swizzle atoms),
   // found on the 32-bit shared address and added to the shared array itself: the compiler then
@@ -63,12 +66,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
       smem_raw + ((1024 - (cute::cast_smem_ptr_to_uint(smem_raw) & 1023)) & 1023));
 
   const int warp_group = threadIdx.x / 128;
-  // The consumers also multiply A by ones on column 0's tiles where the host asks for row sums
-  // (sm90/row_sums.h).
-  const bool row_sums = kRowSums<Tr, kLean> && p.row_sums != nullptr;
-  if constexpr (kRowSums<Tr, kLean>) {
-    if (row_sums) fill_ones<Tr>(smem);
-  }
+  // The row sums' consumers also multiply A by ones on column 0's tiles (sm90/row_sums.h).
+  if constexpr (kSums) fill_ones<Tr>(smem);
   if (threadIdx.x == 0) {
     CUTE_UNROLL
     for (int s = 0; s < Tr::kStages; ++s) {
@@ -121,7 +120,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     auto mainloop = make_mainloop<Tr>(smem, ctid);
     Tensor acc = mainloop.accumulators();
     auto sums = [&] {
-      if constexpr (kRowSums<Tr, kLean>) {
+      if constexpr (kSums) {
         return make_row_sums<Tr>(smem, ctid);
       } else {
         return NoRowSums{};
@@ -134,7 +133,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) gemm_kernel(CUTE_GRID_CONSTAN
     while (cursor.next(unit)) {
       const BatchTile tile = walk.tile_of(unit.tile);
       auto events = epilogue.schedule_deferred(unit.kb, unit.ke);
-      sums.begin(row_sums && tile.n == 0);
+      sums.begin(tile.n == 0);
       mainloop.run(ring, unit, acc, sums, trace, [&](int kt) { epilogue.run_due(events, kt, unit.ke); });
       trace(kTrMainDone, units++);
       sums.store(p, tile.m * Tr::kBM);

@@ -23,17 +23,18 @@ struct KernelParams {
   GemmParams p;
 };
 
-template <class Tr, bool kOffload, bool kLean = false>
+template <class Tr, bool kOffload, bool kLean = false, bool kSums = false>
 __global__ void gemm_kernel(KernelParams<Tr> const) {}
 
 template <DType D, bool AKMajor, bool BKMajor, int Cfg, bool CpAsync, bool Gated>
 cudaError_t run(const GemmParams&, cudaStream_t) {
-  // The kernels kernel.h's run may take (the offload and the lean one only for some tiles: an
-  // extra empty kernel in this pass's code is harmless, a missing one would not be).
+  // The kernels kernel.h's run may take (the offload, the lean and the row sums' one only for some
+  // tiles: an extra empty kernel in this pass's code is harmless, a missing one would not be).
   using Tr = KernelTraits<D, AKMajor, BKMajor, Cfg, CpAsync, Gated>;
   const void* kernels[] = {reinterpret_cast<const void*>(&gemm_kernel<Tr, false>),
                            reinterpret_cast<const void*>(&gemm_kernel<Tr, true>),
-                           reinterpret_cast<const void*>(&gemm_kernel<Tr, false, true>)};
+                           reinterpret_cast<const void*>(&gemm_kernel<Tr, false, true>),
+                           reinterpret_cast<const void*>(&gemm_kernel<Tr, false, true, true>)};
   (void)kernels;
   return cudaErrorInvalidDeviceFunction;  // host code comes from the host pass, never from here
 }

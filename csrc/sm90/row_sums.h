@@ -1,7 +1,8 @@
 // The row sums of the SM90 kernel (GemmParams::row_sums): the sums over K of A's rows, written
 // beside C. nn.Linear's backward computes the weight's gradient as g^T x, A = g^T, whose row sums
 // are the bias's gradient: torch reads g once more for them in a reduction kernel of its own.
-// Here the tensor cores sum them as they multiply: on the tiles of tile column 0, each consumer
+// Here the tensor cores sum them as they multiply, in a kernel of its own (sm90/kernel.h, kSums:
+// the lean kernel with the sums): on the tiles of tile column 0, each consumer
 // warpgroup also issues A_slot x ones (64 x 8 x 16 WGMMAs, B a 8 x kBK tile of ones in shared
 // memory), about 3 % of a 256-column tile's WGMMA work, in fp32 and deterministic. (Warps of the
 // producer warpgroup summing the slot in CUDA cores held the ring up: the WGMMAs of a 128 x 256 x 64
@@ -15,13 +16,10 @@
 
 namespace cute_gemm::sm90 {
 
-// The kernels that sum: the lean kernel (sm90/kernel.h: no bias or activation to compute, as in a
-// weight gradient) of a 16-bit TMA-fed row, not gated (Tr::kRowSumsCan, where the shared storage
-// has the tile of ones); in the general kernel the sums' registers spilled. The host sets row_sums
-// only on such plans with whole tiles (no K slices, no stream-K tail: a partial row sum would need
-// the pieces' sum); run.h refuses the rest.
-template <class Tr, bool kLean>
-inline constexpr bool kRowSums = Tr::kRowSumsCan && kLean;
+// The rows that have the kernel: Tr::kRowSumsCan (traits.h). It is the lean kernel (no bias or
+// activation to compute, as in a weight gradient; in the general kernel the sums' registers
+// spilled). The host asks for row sums only on such plans with whole tiles (no K slices, no
+// stream-K tail: a partial row sum would need the pieces' sum); run.h refuses the rest.
 
 // Every thread of the block writes its share of the ones before the block's first barrier, and
 // makes them visible to the WGMMAs' async proxy.

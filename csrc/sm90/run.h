@@ -16,7 +16,7 @@
 
 namespace cute_gemm::sm90 {
 
-// 0: the general kernel, 1: the activation warps', 2: the lean one.
+// 0: the general kernel, 1: the activation warps', 2: the lean one, 3: the lean one with row sums.
 template <class Tr, int kKind>
 struct KernelTag {};
 template <class Tr>
@@ -37,8 +37,9 @@ inline EpilogueForm epilogue_form(const GemmParams& p, long long units, long lon
   return f;
 }
 
-// The instantiations of one row: the general kernel, and the activation warps' and the lean one
-// where the row has them (sm90/configs.h; the general kernel stands in where it has not).
+// The instantiations of one row: the general kernel, and the activation warps', the lean one and
+// the row sums' where the row has them (sm90/configs.h, traits.h; the general kernel stands in
+// where it has not).
 template <class Tr, bool kHasActWarps, bool kHasLean>
 struct RowKernels {
   using Fn = void (*)(KernelParams<Tr>);
@@ -53,6 +54,13 @@ struct RowKernels {
   Fn lean = [] {
     if constexpr (kHasLean) {
       return &gemm_kernel<Tr, false, true>;
+    } else {
+      return &gemm_kernel<Tr, false>;
+    }
+  }();
+  Fn row_sums = [] {
+    if constexpr (Tr::kRowSumsCan) {
+      return &gemm_kernel<Tr, false, true, true>;
     } else {
       return &gemm_kernel<Tr, false>;
     }
@@ -79,12 +87,19 @@ struct RowKernels {
         return e;
       }
     }
+    if constexpr (Tr::kRowSumsCan) {
+      if (cudaError_t e = opt_in_smem<KernelTag<Tr, 3>>(reinterpret_cast<const void*>(row_sums), smem);
+          e != cudaSuccess) {
+        return e;
+      }
+    }
     int regs = 0;
     if (cudaError_t e = once_per_device<RegisterTag<Tr>>(&regs, [&](int* r) {
-          cudaFuncAttributes attr{}, lean_attr{};
+          cudaFuncAttributes attr{}, lean_attr{}, sums_attr{};
           cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(general));
           if (err == cudaSuccess) err = cudaFuncGetAttributes(&lean_attr, reinterpret_cast<const void*>(lean));
-          *r = std::min(attr.numRegs, lean_attr.numRegs);
+          if (err == cudaSuccess) err = cudaFuncGetAttributes(&sums_attr, reinterpret_cast<const void*>(row_sums));
+          *r = std::min({attr.numRegs, lean_attr.numRegs, sums_attr.numRegs});
           return err;
         });
         e != cudaSuccess) {
@@ -192,12 +207,14 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   auto* kernel = which == EpilogueKernel::kActWarps ? kernels.act_warps
                  : which == EpilogueKernel::kLean   ? kernels.lean
                                                     : kernels.general;
-  // Row sums only from a kernel that sums, over whole tiles of one problem (the plan's promise,
-  // plan.cpp row_sums_in_kernel): another kernel would leave them unwritten, the tiles of another
-  // batch would write the same sums.
-  if (p.row_sums != nullptr && (which != EpilogueKernel::kLean || !Tr::kRowSumsCan || p.splits > 1 ||
-                                params.p.sk_tiles > 0 || p.batch != 1)) {
-    return cudaErrorInvalidValue;
+  // Row sums: the lean kernel with them, over whole tiles of one problem only (the plan's promise,
+  // plan.cpp row_sums_in_kernel): another kernel would leave them unwritten, a K slice write a
+  // partial sum, the tiles of another batch the same sums.
+  if (p.row_sums != nullptr) {
+    if (which != EpilogueKernel::kLean || !Tr::kRowSumsCan || p.splits > 1 || params.p.sk_tiles > 0 || p.batch != 1) {
+      return cudaErrorInvalidValue;
+    }
+    kernel = kernels.row_sums;
   }
   // Persistent: no more blocks than fit at once.
   config.gridDim = dim3(unsigned(std::max(1ll, std::min(units, resident)) * Tr::kCluster));

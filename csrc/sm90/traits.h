@@ -79,8 +79,9 @@ struct KernelTraits {
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
   // The row sums (sm90/row_sums.h): A x a tile of ones, 64 x 8 x 16 WGMMAs on each consumer's rows,
-  // in the lean kernel of the rows that have one (configs.h), not gated.
-  static constexpr bool kRowSumsCan = has_lean_kernel(Cfg, CpAsync, int(sizeof(Element))) && !Gated;
+  // in a lean kernel of their own on the rows that have a lean kernel (configs.h), not gated, with
+  // the weight gradient's M-major A (dY^T): one more kernel for half of the layouts.
+  static constexpr bool kRowSumsCan = has_lean_kernel(Cfg, CpAsync, int(sizeof(Element))) && !Gated && !AKMajor;
   using SmemLayoutOnes = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, make_shape(_8{}, Int<kBK>{})));
   using SumMma = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM / kConsumers>, _8, Int<kBK>>, kMajorA,
