@@ -33,10 +33,9 @@ CUTE_DEVICE void fill_ones(typename Tr::SharedStorage& smem) {
 // A consumer thread's part: the 64 x 8 (per warpgroup) fp32 accumulators, every column the sums
 // of the warpgroup's rows, and the descriptors of the ones. `on` for a tile of column 0 when the
 // host asked for sums.
-template <class Tr, class ThrMma, class FragOnes, class Acc, class Coords>
+template <class Tr, class FragOnes, class Acc, class Coords>
 struct RowSums {
   typename Tr::SumMma mma;
-  ThrMma thr_mma;
   FragOnes ones;  // (MMA,MMA_N,MMA_K): one k-tile's descriptors, the same each slot
   Acc acc;        // (MMA,MMA_M,MMA_N)
   Coords coords;  // (row, col) in the tile's 8 columns of each accumulator
@@ -77,8 +76,7 @@ CUTE_DEVICE auto make_row_sums(typename Tr::SharedStorage& smem, int ctid) {
   Tensor ones = thr_mma.make_fragment_B(thr_mma.partition_B(sOnes));
   Tensor acc = partition_fragment_C(mma, make_shape(Int<Tr::kBM>{}, _8{}));
   Tensor coords = thr_mma.partition_C(make_identity_tensor(make_shape(Int<Tr::kBM>{}, _8{})));
-  return RowSums<Tr, decltype(thr_mma), decltype(ones), decltype(acc), decltype(coords)>{mma, thr_mma, ones, acc,
-                                                                                          coords};
+  return RowSums<Tr, decltype(ones), decltype(acc), decltype(coords)>{mma, ones, acc, coords};
 }
 
 // The kernels without: nothing issued, nothing stored.
