@@ -105,10 +105,11 @@ def alone_us(call, reps: int = 10, seconds: float = ALONE_SECONDS) -> float:
 
 def short(name: str) -> str:
     """A kernel's name, cut to what tells kernels apart (cute_gemm's: the traits' arguments and the
-    kernel's kind: general, offload (the activation warps') or lean)."""
-    traits = re.search(r"KernelTraits<([^>]*)>, (true|false), (true|false)>", name)
+    kernel's kind: general, offload (the activation warps'), lean, lean row sums)."""
+    traits = re.search(r"KernelTraits<([^>]*)>, (true|false), (true|false), (true|false)>", name)
     if traits:
-        kind = {"true": " offload", "false": ""}[traits.group(2)] + {"true": " lean", "false": ""}[traits.group(3)]
+        flags = zip((" offload", " lean", " row sums"), traits.group(2, 3, 4))
+        kind = "".join(word for word, on in flags if on == "true")
         return "cute " + re.sub(r"\(cute_gemm::DType\)", "", traits.group(1)).replace(" ", "") + kind
     return name[:60]
 

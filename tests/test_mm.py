@@ -407,17 +407,18 @@ def test_late_c_pair(case, layout, monkeypatch):
 
 def sm90_kernel_kinds(fn) -> set[str]:
     """The kinds of sm90 GEMM kernel fn() launched, by torch.profiler: "general", "offload" (the
-    activation warps') or "lean" (gemm_kernel<Traits, kOffload, kLean>)."""
+    activation warps'), "lean" or "row sums" (gemm_kernel<Traits, kOffload, kLean, kSums>)."""
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    kinds = {"false, false": "general", "true, false": "offload", "false, true": "lean"}
+    kinds = {"false, false, false": "general", "true, false, false": "offload", "false, true, false": "lean",
+             "false, true, true": "row sums"}
     found = set()
     for e in prof.events():
-        m = re.search(r"gemm_kernel<.*, (true|false), (true|false)>\(", e.name)
+        m = re.search(r"gemm_kernel<.*, ((?:true|false), (?:true|false), (?:true|false))>\(", e.name)
         if e.device_type == torch.autograd.DeviceType.CUDA and m:
-            found.add(kinds[f"{m.group(1)}, {m.group(2)}"])
+            found.add(kinds[m.group(1)])
     return found
 
 

@@ -619,8 +619,9 @@ def kernel_names(fn) -> list[str]:
 
 
 def offload_ran(fn) -> bool:
-    """Whether fn() ran the sm90 activation warps' kernel (gemm_kernel<Traits, true, false>)."""
-    return any(re.search(r"gemm_kernel<.*, true, false>\(", name) for name in kernel_names(fn))
+    """Whether fn() ran the sm90 activation warps' kernel (gemm_kernel<Traits, true, false, false>:
+    kOffload, kLean, kSums)."""
+    return any(re.search(r"gemm_kernel<.*, true, false, false>\(", name) for name in kernel_names(fn))
 
 
 @gpu
@@ -1000,8 +1001,9 @@ def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
     """The kernel's row sums on each row with a lean kernel (one, two and three consumers: 64-,
     128- and 192-row tiles; 2x1 clusters), on a ring that wraps (K = 2100: 33 k-tiles) and blocks
     of several tiles (more tiles than SMs), rows past M; K slices (where the row can) and the rows
-    of fewer than 64 columns take torch's sum: every form exact to the dtype. A row-sum kernel is
-    the call's one kernel."""
+    of fewer than 64 columns (the swapped decode rows) take torch's sum: every form exact to the
+    dtype. A row-sum kernel (gemm_kernel<Traits, kOffload, kLean, kSums>) is the call's one kernel;
+    where torch sums, none runs."""
     use_sm90_row(monkeypatch, config)
     a, b = operand(2056, 2100, "t"), operand(2100, 1000, "n")
     for splits in ("1", "3"):
@@ -1011,8 +1013,11 @@ def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
         check(sums, a.double().sum(1), torch.bfloat16, a.sum(1))
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
     kernels = cuda_kernels(lambda: ops.mm_row_sums(a, b))
-    in_kernel = int(SM90_CONFIG_NAMES[config].split("x")[1]) >= 64  # the rows with a lean kernel
-    assert len(kernels) == (1 if in_kernel else 2) and "gemm_kernel" in kernels[0], kernels
+    summing = [k for k in kernels if re.search(r"gemm_kernel<.*, false, true, true>\(", k)]
+    if int(SM90_CONFIG_NAMES[config].split("x")[1]) >= 64:  # the rows with a lean kernel
+        assert len(kernels) == 1 and summing == kernels, kernels
+    else:
+        assert summing == [] and len(kernels) > 1, kernels
 
 
 @gpu

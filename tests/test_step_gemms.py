@@ -50,10 +50,11 @@ def test_gated_mm_is_labelled_with_both_projections_columns():
 
 def test_kernel_names_are_cut_to_what_tells_them_apart():
     name = ("void cute_gemm::sm90::gemm_kernel<cute_gemm::sm90::KernelTraits<(cute_gemm::DType)1, false, true, 12, "
-            "false>, false, {}>(cute_gemm::sm90::KernelParams<...>)")
-    assert S.short(name.format("false")) == "cute 1,false,true,12,false"
-    assert S.short(name.format("true")) == "cute 1,false,true,12,false lean"
-    assert S.short(name.replace("false>, false,", "false>, true,").format("false")) == "cute 1,false,true,12,false offload"
+            "false>, {}>(cute_gemm::sm90::KernelParams<...>)")  # kOffload, kLean, kSums
+    assert S.short(name.format("false, false, false")) == "cute 1,false,true,12,false"
+    assert S.short(name.format("false, true, false")) == "cute 1,false,true,12,false lean"
+    assert S.short(name.format("true, false, false")) == "cute 1,false,true,12,false offload"
+    assert S.short(name.format("false, true, true")) == "cute 1,false,true,12,false lean row sums"
     assert S.short("nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN") == "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NTN"
     assert S.ratio(2.0, 4.0) == "0.50"
     assert S.ratio(0.0, 4.0) == S.ratio(2.0, 0.0) == "-"
