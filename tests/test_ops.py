@@ -977,10 +977,7 @@ class OpNames(TorchDispatchMode):
 def cuda_kernels(fn):
     """fn() once to warm up, then the names of the CUDA kernels one more call launches."""
     fn()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return kernel_names(fn)
 
 
 @gpu
