@@ -9,6 +9,7 @@ import torch
 
 import cute_gemm
 from cute_gemm._build_paths import config_names
+from kernel_kinds import kernel_names, sm90_kernel_kinds
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 FAMILIES = ["sm80", "sm90"]
@@ -403,23 +404,6 @@ def test_late_c_pair(case, layout, monkeypatch):
             assert torch.equal(whole[corner], cute_gemm.mm(a[corner[0]], b[:, corner[1]]))
             assert torch.equal(relu[corner], cute_gemm.addmm(bias[corner[1]], a[corner[0]], b[:, corner[1]],
                                                              activation="relu"))
-
-
-def sm90_kernel_kinds(fn) -> set[str]:
-    """The kinds of sm90 GEMM kernel fn() launched, by torch.profiler: "general", "offload" (the
-    activation warps'), "lean" or "row sums" (gemm_kernel<Traits, kOffload, kLean, kSums>)."""
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    kinds = {"false, false, false": "general", "true, false, false": "offload", "false, true, false": "lean",
-             "false, true, true": "row sums"}
-    found = set()
-    for e in prof.events():
-        m = re.search(r"gemm_kernel<.*, ((?:true|false), (?:true|false), (?:true|false))>\(", e.name)
-        if e.device_type == torch.autograd.DeviceType.CUDA and m:
-            found.add(kinds[m.group(1)])
-    return found
 
 
 # (config row, M, N, K, K slices: 1, 3 or "sk" for the stream-K tail): every row with a lean
@@ -1039,14 +1023,11 @@ SWAP_ROWS = (6, 10, 11)  # sm90 rows 6 (128x16), 10 (64x16), 11 (64x32): CUTE_GE
 def sm90_kernels_run(fn):
     """(row, narrow) of the sm90 kernels fn launched, from their names in a profiler trace
     (gemm_kernel<KernelTraits<dtype, a k-major, b k-major, row, narrow, gated>, ...>)."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
     kernels = set()
-    for e in prof.events():
+    for name in kernel_names(fn):
         # The sm90 traits end in two bools (the cp.async producer of the narrow kernels, the gated
         # epilogue), the sm80 ones in the vector bytes (16 or 4).
-        m = re.search(r"gemm_kernel<[\w:]*KernelTraits<([^<>]*)>", e.name)
+        m = re.search(r"gemm_kernel<[\w:]*KernelTraits<([^<>]*)>", name)
         args = [x.strip() for x in m.group(1).split(",")] if m else []
         if len(args) == 6 and args[4] in ("false", "true") and args[5] in ("false", "true"):
             kernels.add((int(re.sub(r"\D", "", args[3])), args[4] == "true"))

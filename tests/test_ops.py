@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import cute_gemm
 from cute_gemm._build_paths import config_names
+from kernel_kinds import kernel_names, sm90_kernel_kinds, sm90_kind
 
 ops = torch.ops.cute_gemm
 gpu = pytest.mark.gpu
@@ -609,19 +610,9 @@ def test_addmm_activation_warps(config, activation, monkeypatch):
         check(own, ref, dtype, theirs)
 
 
-def kernel_names(fn) -> list[str]:
-    """The CUDA kernels fn() launched, by torch.profiler."""
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-
-
 def offload_ran(fn) -> bool:
-    """Whether fn() ran the sm90 activation warps' kernel (gemm_kernel<Traits, true, false, false>:
-    kOffload, kLean, kSums)."""
-    return any(re.search(r"gemm_kernel<.*, true, false, false>\(", name) for name in kernel_names(fn))
+    """Whether fn() ran the sm90 activation warps' kernel."""
+    return "offload" in sm90_kernel_kinds(fn)
 
 
 @gpu
@@ -1010,7 +1001,7 @@ def test_mm_row_sums_on_every_sm90_tile(config, monkeypatch):
         check(sums, a.double().sum(1), torch.bfloat16, a.sum(1))
     monkeypatch.setenv("CUTE_GEMM_SPLITS", "1")
     kernels = cuda_kernels(lambda: ops.mm_row_sums(a, b))
-    summing = [k for k in kernels if re.search(r"gemm_kernel<.*, false, true, true>\(", k)]
+    summing = [k for k in kernels if sm90_kind(k) == "row sums"]
     if int(SM90_CONFIG_NAMES[config].split("x")[1]) >= 64:  # the rows with a lean kernel
         assert len(kernels) == 1 and summing == kernels, kernels
     else:
