@@ -4,8 +4,9 @@
 #   bash scripts/gpu_check.sh [pytest args] [-- bench args]
 # OPS_BENCH="<bench/bench_ops.py args>" also runs the fused-epilogue / nn.Linear / gated benchmark
 # (OPS_BENCH=all for its defaults). BUILD_ONLY=1 stops after the build; SKIP_BUILD=1 uses the
-# build a previous call left (a warm machine); SOAK=1 runs scripts/soak.py after the tests (10,000
-# calls on one thread, then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.
+# build a previous call left (a warm machine) or a wheel built on another machine and installed
+# (docs/development.md); SOAK=1 runs scripts/soak.py after the tests (10,000 calls on one thread,
+# then 4,000 on four threads); NO_BENCH=1 skips bench/bench_mm.py.
 # CUTE_GEMM_LAYOUTS=kn (setup.py) builds the row-major a @ b kernels only, in about a third of the
 # time, for a short GPU check (tests then run the "nn" layout only; pass `-- --layout nn` to the
 # benchmark, whose default also times nt and tn).
@@ -20,11 +21,11 @@ for a in "$@"; do
   if [ "$a" = "--" ]; then seen=1; elif [ $seen = 0 ]; then pytest_args+=("$a"); else bench_args+=("$a"); fi
 done
 
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cutlass-*.whl || exit 1
-export CUTLASS_PATH=/tmp/site/cutlass_library/source
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv | tee "$OUT/gpu.txt"
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cutlass-*.whl || exit 1
+  export CUTLASS_PATH=/tmp/site/cutlass_library/source
   start=$(date +%s)
   CUTE_GEMM_PTXAS_VERBOSE=1 python3 -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.log" 2>&1 \
     || { tail -n 80 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
