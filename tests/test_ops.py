@@ -8,7 +8,6 @@ torch's own error. out= tensors are filled with NaN first, so an element left un
 """
 
 import itertools
-import re
 import zlib
 from pathlib import Path
 
