@@ -18,7 +18,9 @@ Workloads (random weights, no downloads; shapes of the model families named in t
 Peers: torch eager (the baseline of every ratio), and with --peers compile the torch model under
 torch.compile (what a user would try instead) and cute_gemm's model under torch.compile; with
 --peers linears (prefill, decode) cute_gemm's model with its nn.Linear layers swapped only, which
-shows what nn.GatedMLP adds.
+shows what nn.GatedMLP adds; with --peers fused_loss (train, train_amp) cute_gemm's model whose
+step computes the head and its loss with cute_gemm.linear_cross_entropy instead of
+F.cross_entropy(logits.float()).
 Per impl: step time (median over interleaved rounds, CUDA events), the ratio torch eager / impl,
 and from torch.profiler the time per step in GEMM kernels and the number of kernels per step.
 Checks: each training impl's loss curve against torch eager's (largest relative gap); prefill and
@@ -50,7 +52,7 @@ def _load_bench_mm():
 bench_mm = _load_bench_mm()
 
 WORKLOADS = ("train", "train_amp", "prefill", "decode")
-PEERS = ("eager", "compile", "linears")
+PEERS = ("eager", "compile", "linears", "fused_loss")
 GPT2_MEDIUM = {"d": 1024, "heads": 16, "ff": 4096, "layers": 4, "vocab": 50304, "batch": 8, "seq": 1024}
 LLAMA3_8B = {"d": 4096, "heads": 32, "kv_heads": 8, "ff": 14336}
 PREFILL_TOKENS = (2048, 8192)
@@ -60,6 +62,7 @@ DECODE_LAYERS = 8
 PREFILL_LAYERS = 2
 LOSS_GAP = 0.01  # the loss curves must agree within 1 %
 BASELINE = "torch eager"
+FUSED_LOSS = "cute_gemm fused loss"
 GEMM_WORDS = ("gemm", "nvjet", "xmma", "cutlass", "cublas")  # kernel names of cuBLAS and cute_gemm
 
 
@@ -77,9 +80,10 @@ def parse_args(argv=None):
     ap.add_argument("--workloads", type=lambda t: bench_mm.parse_choices(t, WORKLOADS, "workload"), default=list(WORKLOADS),
                     help=f"comma list of {', '.join(WORKLOADS)}, all (default: all)")
     ap.add_argument("--peers", type=lambda t: bench_mm.parse_choices(t, PEERS, "peer"), default=list(PEERS),
-                    help="eager, compile, linears, all (default: all); eager always runs: it is the baseline; "
-                         "linears: cute_gemm's model with its nn.Linear layers swapped only (prefill and decode: "
-                         "what nn.GatedMLP adds)")
+                    help="eager, compile, linears, fused_loss, all (default: all); eager always runs: it is the "
+                         "baseline; linears: cute_gemm's model with its nn.Linear layers swapped only (prefill and "
+                         "decode: what nn.GatedMLP adds); fused_loss: cute_gemm's model trained with "
+                         "cute_gemm.linear_cross_entropy as its head and loss (train, train_amp)")
     ap.add_argument("--prefill-tokens", type=parse_counts, default=list(PREFILL_TOKENS))
     ap.add_argument("--decode-tokens", type=parse_counts, default=list(DECODE_TOKENS))
     ap.add_argument("--steps", type=int, default=30, help="training steps per impl (the loss curve; default 30)")
@@ -122,11 +126,15 @@ def build_modules(torch):
             self.ln = nn.LayerNorm(d)
             self.head = nn.Linear(d, vocab, bias=False)
 
-        def forward(self, idx):
+        def features(self, idx):
+            """The last layer norm's output: what the head turns into logits."""
             x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
             for block in self.blocks:
                 x = block(x)
-            return self.head(self.ln(x))
+            return self.ln(x)
+
+        def forward(self, idx):
+            return self.head(self.features(idx))
 
     class LlamaMLP(nn.Module):
         """The gated SiLU MLP, with the names and forward of transformers' LlamaMLP."""
@@ -283,18 +291,25 @@ def train_rows(torch, cute_gemm, amp: bool, args) -> list[dict]:
     # Four fixed batches in turn: the model memorizes them, so the loss curve moves.
     batches = [torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"] + 1), device="cuda") for _ in range(4)]
     impls = impls_of(torch, cute_gemm, model, args.peers)
+    if "fused_loss" in args.peers:
+        impls.append((FUSED_LOSS, swap_linears(torch, cute_gemm, copy.deepcopy(model))))
     states = {}
     for name, m in impls:
         opt = torch.optim.AdamW(m.parameters(), lr=3e-4, fused=True)
-        states[name] = {"model": m, "opt": opt, "losses": [], "i": 0}
+        states[name] = {"model": m, "opt": opt, "losses": [], "i": 0, "fused_loss": name == FUSED_LOSS}
 
     def make_step(st):
         def step(record=False):
             idx = batches[st["i"] % len(batches)]
             st["i"] += 1
+            model = st["model"]
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                logits = st["model"](idx[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten())
+                if st["fused_loss"]:
+                    loss = cute_gemm.linear_cross_entropy(model.features(idx[:, :-1]), model.head.weight, idx[:, 1:])
+                else:
+                    logits = model(idx[:, :-1])
+            if not st["fused_loss"]:
+                loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten())
             loss.backward()
             st["opt"].step()
             st["opt"].zero_grad(set_to_none=True)

@@ -37,6 +37,9 @@ TORCH_LIBRARY(cute_gemm, m) {
   // and the bias's gradients in one call. Not differentiable (a backward that builds a graph of its
   // own, create_graph=True, runs the separate ops).
   m.def("mm_row_sums(Tensor a, Tensor b) -> (Tensor, Tensor)");
+  // linear_cross_entropy's (cute_gemm/loss.py) pass over the logits: returns the rows' losses and
+  // leaves the loss's gradient in the logits' place (csrc/cross_entropy.h, gemm.h).
+  m.def("softmax_cross_entropy_(Tensor(a!) logits, Tensor target, int ignore_index) -> Tensor");
   // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
   m.def(
       "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "
@@ -59,6 +62,8 @@ TORCH_LIBRARY_IMPL(cute_gemm, CompositeImplicitAutograd, m) { m.impl("explain", 
     m.impl("mm_row_sums", &cute_gemm::mm_row_sums); \
   }
 CUTE_GEMM_IMPLS(CUDA)
+TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) { m.impl("softmax_cross_entropy_", &cute_gemm::softmax_cross_entropy_); }
+TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) { m.impl("softmax_cross_entropy_", &cute_gemm::softmax_cross_entropy_); }
 CUTE_GEMM_IMPLS(CPU)
 CUTE_GEMM_IMPLS(SparseCPU)
 CUTE_GEMM_IMPLS(SparseCUDA)

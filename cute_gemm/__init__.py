@@ -7,6 +7,7 @@
     v = cute_gemm.matmul(x3, w.t())                         # torch.matmul's rules on mm/bmm
     layer = cute_gemm.nn.Linear(4096, 1024, activation="relu")  # a drop-in torch.nn.Linear
     model = cute_gemm.optimize(model)                       # its Linears and gated MLPs swapped in place
+    loss = cute_gemm.linear_cross_entropy(h, head.weight, labels)  # LM head + cross-entropy, one op
     print(cute_gemm.explain(a, b))                          # the kernel and tile a call would run
 
 All of them are torch ops (torch.ops.cute_gemm.*) with fake implementations and autograd
@@ -28,8 +29,9 @@ except ImportError as e:  # pragma: no cover - depends on how the package was in
     ) from e
 
 from . import _sharding, nn  # noqa: F401  (_sharding: DTensor rules, see there)
+from .loss import linear_cross_entropy
 from .nn import optimize
 from .ops import addmm, bmm, explain, matmul, mm
 
 __version__ = "0.1.0"
-__all__ = ["mm", "addmm", "bmm", "matmul", "explain", "nn", "optimize"]
+__all__ = ["mm", "addmm", "bmm", "matmul", "explain", "nn", "optimize", "linear_cross_entropy"]

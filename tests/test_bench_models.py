@@ -17,7 +17,7 @@ BENCH, bench = bench_scripts.load("bench_models")
 
 def test_defaults_and_errors(capsys):
     args = bench.parse_args([])
-    assert args.workloads == ["train", "train_amp", "prefill", "decode"] and args.peers == ["eager", "compile", "linears"]
+    assert args.workloads == ["train", "train_amp", "prefill", "decode"] and args.peers == ["eager", "compile", "linears", "fused_loss"]
     assert args.prefill_tokens == [2048, 8192] and args.decode_tokens == [1, 4, 16, 64]
     assert args.json == Path("bench/out/models.json") and args.plot is None  # the plot: beside the JSON
     assert bench.parse_args(["--peers", "compile"]).peers == ["eager", "compile"]  # the baseline always runs

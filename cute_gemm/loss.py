@@ -1,0 +1,131 @@
+"""linear_cross_entropy: a language model's output layer and its cross-entropy loss as one op.
+
+    loss = cute_gemm.linear_cross_entropy(hidden, model.lm_head.weight, labels)
+    # = F.cross_entropy(F.linear(hidden, weight).float().flatten(0, -2), labels.flatten())
+
+The usual head computes the logits (tokens x vocabulary: 8192 x 50304 is 824 MB in bfloat16),
+copies them to float32, runs log_softmax over the copy and, in backward, its gradient and a copy
+back: several passes over the largest tensor of the step. Here the GEMM writes the logits, one
+kernel computes each row's loss and overwrites the row with its gradient (softmax minus the
+one-hot target, csrc/cross_entropy.cu), and backward is two GEMMs over that gradient. The loss is
+float32, computed from the logits in the inputs' dtype exactly as torch's loss on `.float()`
+logits; the logits themselves are never returned.
+"""
+
+import torch
+
+REDUCTIONS = ("mean", "sum", "none")
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                         bias: torch.Tensor | None = None, *, ignore_index: int = -100,
+                         reduction: str = "mean") -> torch.Tensor:
+    """F.cross_entropy(F.linear(x, weight, bias).float() over the last dim, target, ...) in float32.
+
+    x (..., in_features) and weight (classes, in_features): CUDA, float16, bfloat16 or float32,
+    one dtype (under torch.autocast("cuda") both are cast to its dtype, as F.linear's are); bias
+    (classes,) or None; target (...,) int64, x's leading shape. reduction: "mean" (over the targets
+    that are not ignore_index), "sum" or "none" (a loss per target, target's shape). A target
+    outside [0, classes) other than ignore_index makes its loss NaN (torch stops the process with a
+    device-side assert there). Differentiable in x, weight and bias.
+    """
+    for name, value in (("x", x), ("weight", weight), ("target", target)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"linear_cross_entropy: {name} must be a torch.Tensor, got {type(value).__name__}")
+    if bias is not None and not isinstance(bias, torch.Tensor):
+        raise TypeError(f"linear_cross_entropy: bias must be a torch.Tensor or None, got {type(bias).__name__}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"linear_cross_entropy: reduction must be one of {', '.join(map(repr, REDUCTIONS))}, "
+                         f"got {reduction!r}")
+    if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
+        raise TypeError(f"linear_cross_entropy: ignore_index must be an int, got {type(ignore_index).__name__}")
+    if weight.dim() != 2:
+        raise ValueError(f"linear_cross_entropy: weight must be 2-D (classes, in_features), got shape "
+                         f"{list(weight.shape)}")
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear_cross_entropy: x must be (..., in_features) with in_features = weight's "
+                         f"{weight.shape[1]}, got shape {list(x.shape)}")
+    if tuple(target.shape) != tuple(x.shape[:-1]):
+        raise ValueError(f"linear_cross_entropy: target must have x's leading shape {list(x.shape[:-1])}, got "
+                         f"{list(target.shape)}")
+    if target.dtype != torch.int64:
+        raise TypeError(f"linear_cross_entropy: target must be int64 (class indices), got {target.dtype}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"linear_cross_entropy: bias must be (classes,) = [{weight.shape[0]}], got "
+                         f"{list(bias.shape)}")
+    if torch.is_autocast_enabled("cuda"):
+        dtype = torch.get_autocast_dtype("cuda")
+        x, weight = x.to(dtype), weight.to(dtype)
+        bias = None if bias is None else bias.to(dtype)
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.dtype != x.dtype:
+            raise TypeError(f"linear_cross_entropy: x, weight and bias must have one dtype, got x {x.dtype} and "
+                            f"{name} {value.dtype}")
+    if x.dtype not in _DTYPES:
+        raise TypeError(f"linear_cross_entropy: x must be float16, bfloat16 or float32, got {x.dtype}")
+    loss, _ = torch.ops.cute_gemm.linear_cross_entropy(x.reshape(-1, x.shape[-1]), weight, bias,
+                                                       target.reshape(-1), ignore_index, reduction)
+    return loss.reshape(target.shape) if reduction == "none" else loss
+
+
+@torch.library.custom_op("cute_gemm::linear_cross_entropy", mutates_args=())
+def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+                          ignore_index: int, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the loss, the gradient of the summed loss with respect to the logits) for x (N, K): the
+    second output is what backward multiplies; linear_cross_entropy drops it."""
+    logits = (torch.ops.cute_gemm.mm(x, weight.t()) if bias is None
+              else torch.ops.cute_gemm.addmm(bias, x, weight.t()))
+    rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index)  # logits -> gradient
+    if reduction == "none":
+        return rows, logits
+    total = rows.sum()
+    return (total / (target != ignore_index).sum() if reduction == "mean" else total), logits
+
+
+@_linear_cross_entropy.register_fake
+def _linear_cross_entropy_fake(x, weight, bias, target, ignore_index, reduction):
+    loss = x.new_empty((x.shape[0],) if reduction == "none" else (), dtype=torch.float32)
+    return loss, x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@torch.library.register_fake("cute_gemm::softmax_cross_entropy_")
+def _softmax_cross_entropy_fake(logits, target, ignore_index):
+    return logits.new_empty((logits.shape[0],), dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, target, ignore_index, reduction = inputs
+    ctx.save_for_backward(x, weight, target, output[1])
+    ctx.has_bias, ctx.ignore_index, ctx.reduction = bias is not None, ignore_index, reduction
+    ctx.mark_non_differentiable(output[1])
+
+
+def _backward(ctx, grad_loss, _grad_of_gradient):
+    # The saved gradient g is that of the summed loss; the loss's own gradient scales it: per row
+    # for "none" (g's rows scaled, a new tensor: g stays valid for another backward), else one
+    # factor applied to the GEMMs' outputs, d x = s g W and d W = s g^T x, with s on the GPU (no
+    # host sync). The bias's gradient, the column sums of g, comes out of the weight's GEMM.
+    x, weight, target, g = ctx.saved_tensors
+    scale = None
+    if ctx.reduction == "none":
+        g = (g.float() * grad_loss.float()[:, None]).to(g.dtype)
+    elif ctx.reduction == "mean":
+        scale = grad_loss.float() / (target != ctx.ignore_index).sum()
+    else:
+        scale = grad_loss.float()
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.cute_gemm.mm(g, weight)
+    if ctx.needs_input_grad[2]:
+        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
+    elif ctx.needs_input_grad[1]:
+        dw = torch.ops.cute_gemm.mm(g.t(), x)
+    if scale is not None:
+        dx, dw, db = (None if t is None else t.mul_(scale) for t in (dx, dw, db))
+    if not ctx.needs_input_grad[1]:
+        dw = None
+    return dx, dw, db, None, None, None
+
+
+_linear_cross_entropy.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,195 @@
+"""cute_gemm.linear_cross_entropy: a model's head and its cross-entropy loss in one op.
+
+CPU: argument errors, each naming the argument and the rule. GPU: the loss and the gradients of
+x, weight and bias against float64 references (every dtype and reduction, odd sizes, ignored
+targets), bad targets, autocast, a second backward, torch.compile, CUDA graphs and opcheck.
+"""
+
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cute_gemm
+
+gpu = pytest.mark.gpu
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+DTYPE_IDS = ["f16", "bf16", "f32"]
+
+
+@pytest.fixture(autouse=True)
+def _seed(request):
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def inputs(n, v, d, dtype, device="cuda", bias=False, ignored=0):
+    x = torch.randn(n, d, device=device).to(dtype).requires_grad_()
+    w = (torch.randn(v, d, device=device) / d ** 0.5).to(dtype).requires_grad_()
+    b = (torch.randn(v, device=device) * 0.1).to(dtype).requires_grad_() if bias else None
+    t = torch.randint(0, v, (n,), device=device)
+    if ignored:
+        t[torch.randperm(n, device=device)[:ignored]] = -100
+    return x, w, b, t
+
+
+def losses_and_grads(fn, x, w, b, t, reduction):
+    """fn's loss and the gradients of x, w (and b) for a random upstream gradient."""
+    loss = fn(x, w, b, t, reduction)
+    up = torch.rand_like(loss) + 0.5  # not 1: the upstream gradient must be applied
+    params = [x, w] + ([b] if b is not None else [])
+    return loss, torch.autograd.grad(loss, params, up.to(loss.dtype)), up
+
+
+def ours(x, w, b, t, reduction):
+    return cute_gemm.linear_cross_entropy(x, w, t, b, reduction=reduction)
+
+
+def torch_way(x, w, b, t, reduction):
+    """What a user writes: F.linear in the inputs' dtype, the loss on float32 logits."""
+    return F.cross_entropy(F.linear(x, w, b).float(), t, reduction=reduction)
+
+
+# =========================================================================================== CPU
+
+@pytest.mark.parametrize("call, kind, words", [
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t, reduction="avg"), ValueError, "reduction must be"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t.int()), TypeError, "target must be int64"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t[:3]), ValueError, "target must have x's leading shape"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x[:, :5], w, t), ValueError, "x must be (..., in_features)"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w[0], t), ValueError, "weight must be 2-D"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t, w[:, 0][:4]), ValueError, "bias must be (classes,)"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w.double(), t), TypeError, "one dtype"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x.double(), w.double(), t), TypeError,
+     "x must be float16, bfloat16 or float32"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t, ignore_index=1.5), TypeError, "ignore_index must be"),
+    (lambda x, w, t: cute_gemm.linear_cross_entropy(x.tolist(), w, t), TypeError, "x must be a torch.Tensor"),
+])
+def test_bad_arguments_name_the_argument(call, kind, words):
+    x, w, t = torch.randn(6, 8), torch.randn(10, 8), torch.randint(0, 10, (6,))
+    with pytest.raises(kind, match=words.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        call(x, w, t)
+
+
+def test_the_kernel_refuses_cpu_tensors():
+    with pytest.raises(ValueError, match="must be CUDA tensors"):
+        torch.ops.cute_gemm.softmax_cross_entropy_(torch.randn(4, 10), torch.zeros(4, dtype=torch.long), -100)
+
+
+# =========================================================================================== GPU
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("n, v, d, bias, ignored", [
+    (1, 7, 64, False, 0),
+    (7, 127, 72, True, 0),      # rows of 127 elements: not 16-byte aligned, the element-wise kernel
+    (129, 4097, 64, False, 5),
+    (574, 50304, 128, True, 31),  # a GPT-2 vocabulary
+])
+def test_matches_float64(dtype, reduction, n, v, d, bias, ignored):
+    x, w, b, t = inputs(n, v, d, dtype, bias=bias, ignored=ignored)
+    loss, grads, up = losses_and_grads(ours, x, w, b, t, reduction)
+    want, want_grads, _ = losses_and_grads(torch_way, x, w, b, t, reduction)
+    assert loss.dtype == torch.float32 and loss.shape == want.shape
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    b64 = None if b is None else b.detach().double().requires_grad_()
+    ref = F.cross_entropy(F.linear(x64, w64, b64), t, reduction=reduction)
+    ref_grads = torch.autograd.grad(ref, [x64, w64] + ([b64] if b is not None else []), up.double())
+    # Within twice torch's own error (the logits rounded to dtype), plus float32's floor.
+    assert rel_err(loss, ref) <= 2 * rel_err(want, ref) + 1e-5, (rel_err(loss, ref), rel_err(want, ref))
+    for name, g, g_torch, g_ref in zip(("x", "weight", "bias"), grads, want_grads, ref_grads):
+        assert g.dtype == dtype, name
+        err, err_torch = rel_err(g, g_ref), rel_err(g_torch, g_ref)
+        assert err <= 2 * err_torch + 1e-5, (name, err, err_torch)
+    if ignored:
+        rows = (t == -100)
+        assert torch.all(grads[0][rows] == 0)
+
+
+@gpu
+def test_ignore_index_and_the_mean_over_the_rest():
+    x, w, _, t = inputs(64, 300, 64, torch.bfloat16)
+    t[::3] = 7  # a class that is also a valid index: ignore_index need not be negative
+    loss = cute_gemm.linear_cross_entropy(x, w, t, ignore_index=7)
+    want = F.cross_entropy(F.linear(x, w).float(), t, ignore_index=7)
+    # Loose: our logits and cuBLAS's may round differently; a mean over all 64 rows would be 30 % off.
+    torch.testing.assert_close(loss, want, rtol=1e-3, atol=0)
+    everything = torch.full_like(t, 7)
+    assert cute_gemm.linear_cross_entropy(x, w, everything, ignore_index=7).isnan()  # 0 / 0, as torch's
+
+
+@gpu
+def test_a_bad_target_gives_its_row_a_nan_loss():
+    x, w, _, t = inputs(5, 40, 64, torch.bfloat16)
+    t[2] = 40
+    t[3] = -1
+    loss = cute_gemm.linear_cross_entropy(x, w, t, reduction="none")
+    assert loss[2].isnan() and loss[3].isnan() and loss[[0, 1, 4]].isfinite().all()
+    assert cute_gemm.linear_cross_entropy(x, w, t).isnan()
+
+
+@gpu
+def test_leading_dims_and_a_second_backward():
+    x, w, _, t = inputs(12, 500, 64, torch.bfloat16)
+    x3, t3 = x.detach().view(3, 4, 64).requires_grad_(), t.view(3, 4)
+    per_token = cute_gemm.linear_cross_entropy(x3, w, t3, reduction="none")
+    assert per_token.shape == (3, 4)
+    torch.testing.assert_close(per_token, F.cross_entropy(F.linear(x, w).float(), t, reduction="none").view(3, 4),
+                               rtol=2e-3, atol=2e-3)
+    loss = cute_gemm.linear_cross_entropy(x3, w, t3)
+    loss.backward(retain_graph=True)
+    first = x3.grad.clone()
+    loss.backward()  # the saved gradient of the logits is still intact
+    torch.testing.assert_close(x3.grad, 2 * first, rtol=0, atol=0)
+
+
+@gpu
+def test_autocast_casts_like_f_linear():
+    x, w, b, t = inputs(33, 1000, 64, torch.float32, bias=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = cute_gemm.linear_cross_entropy(x, w, t, b)
+        want = F.cross_entropy(F.linear(x, w, b).float(), t)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, want, rtol=1e-3, atol=0)
+    gx, gw, gb = torch.autograd.grad(loss, [x, w, b])
+    tx, tw, tb = torch.autograd.grad(want, [x, w, b])
+    assert gx.dtype == gw.dtype == gb.dtype == torch.float32
+    for g, g_torch in ((gx, tx), (gw, tw), (gb, tb)):
+        assert rel_err(g, g_torch.double()) <= 1e-2
+
+
+@gpu
+def test_compiles_fullgraph_and_captures_in_a_cuda_graph():
+    x, w, _, t = inputs(129, 4097, 64, torch.bfloat16)
+    eager = cute_gemm.linear_cross_entropy(x, w, t)
+    eager_grads = torch.autograd.grad(eager, [x, w])
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t), fullgraph=True)
+    got = compiled(x, w, t)
+    torch.testing.assert_close(got, eager, rtol=0, atol=0)
+    for g, e in zip(torch.autograd.grad(got, [x, w]), eager_grads):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    xs, ws = x.detach().clone(), w.detach().clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        cute_gemm.linear_cross_entropy(xs, ws, t)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = cute_gemm.linear_cross_entropy(xs, ws, t)
+    xs.copy_(torch.randn_like(xs))
+    graph.replay()
+    torch.testing.assert_close(out, cute_gemm.linear_cross_entropy(xs, ws, t), rtol=0, atol=0)
+
+
+@gpu
+@pytest.mark.parametrize("bias", [False, True])
+def test_opcheck(bias):
+    x, w, b, t = inputs(33, 130, 72, torch.float16, bias=bias)
+    torch.library.opcheck(torch.ops.cute_gemm.linear_cross_entropy.default, (x, w, b, t, -100, "mean"))
