@@ -8,6 +8,7 @@ against torch's unfused path, same inputs, same run.
     python -P bench/bench_ops.py --section gated --gated 1x14336x4096 --after-op
     python -P bench/bench_ops.py --section gated --gated 2048x14336x4096 --variants auto,sm90:0,sk
     python -P bench/bench_ops.py --section bias --bias 4096x1024x8192 --after-op
+    python -P bench/bench_ops.py --section loss --loss 8192x4096x128256
 
 fused: cute_gemm.addmm(bias, a, b, activation=act), one kernel, against
 act(torch.addmm(bias, a, b)), cuBLAS then an elementwise kernel that reads and writes C again.
@@ -29,6 +30,11 @@ bias: nn.Linear's weight and bias gradients from one call, torch.ops.cute_gemm.m
 (the product and the sums over K of dY^T's rows), against torch's dY^T @ x and dY.sum(0); also
 mm_row_sums with CUTE_GEMM_ROW_SUMS=0 (its GEMM, then torch's sum) and cute_gemm.mm(dY^T, x) alone
 (the GEMM without the sums). OUT x IN x TOKENS: the weight's shape and the tokens. Timed as gated.
+
+loss: cute_gemm.linear_cross_entropy(x, w, target), a language model's head and its loss with
+backward (the gradients of x and w), against F.cross_entropy(F.linear(x, w).float(), target) and
+its backward; TOKENS x D x VOCAB. Eager, CUDA events, median of loops, and the peak of memory
+allocated beyond the inputs.
 
 Every result is checked against a float32 reference before it is timed (relative Frobenius
 error); a wrong one is reported as WRONG and never timed. docs/benchmark.md describes the output.
@@ -66,11 +72,13 @@ DEFAULT_MLP = (8192, 4096, 14336)  # tokens, d, hidden
 DEFAULT_GATED = [(1, 14336, 4096), (16, 14336, 4096), (64, 14336, 4096), (2048, 14336, 4096)]
 # bias: a GPT-2-medium block's weights (QKV, attention output, MLP up and down) at 8192 tokens.
 DEFAULT_BIAS = [(3072, 1024, 8192), (1024, 1024, 8192), (4096, 1024, 8192), (1024, 4096, 8192)]
+# loss: the heads of GPT-2-medium (vocabulary 50304) and Llama-3-8B (128256) over 8192 tokens.
+DEFAULT_LOSS = [(8192, 1024, 50304), (8192, 4096, 128256)]
 GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 # fused: "none" is the bias alone, torch.addmm (cuBLAS's own bias epilogue) against cute_gemm.addmm.
 FUSED_ACTIVATIONS = ("none",) + ACTIVATIONS
-SECTIONS = ("fused", "mlp", "gated", "bias")
+SECTIONS = ("fused", "mlp", "gated", "bias", "loss")
 # gated: the rows with a gated kernel (csrc/sm90/configs.h, kGatedConfigs) and the knobs that gated_mm
 # reads (csrc/gated_plan.cpp): a variant setting any other would time the rule under another name.
 GATED_ROWS = ("0", "1", "2", "4")
@@ -106,7 +114,7 @@ def parse_gated_variants(text: str) -> list[str]:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--section", type=lambda t: bench_mm.parse_choices(t, SECTIONS, "section"), default=list(SECTIONS),
-                    help="comma list of fused, mlp, gated, bias, all (default: all)")
+                    help="comma list of fused, mlp, gated, bias, loss, all (default: all)")
     ap.add_argument("--shapes", type=bench_mm.parse_shapes, default=DEFAULT_SHAPES,
                     help="fused: MxNxK,... (default: 4096x14336x4096,16384x4096x4096)")
     ap.add_argument("--activations", type=lambda t: bench_mm.parse_choices(t, FUSED_ACTIVATIONS, "activation"),
@@ -125,6 +133,9 @@ def parse_args(argv=None):
     ap.add_argument("--bias", type=bench_mm.parse_shapes, default=DEFAULT_BIAS, metavar="OUTxINxTOKENS,...",
                     help="bias: a weight's rows and columns and the tokens (default: a GPT-2-medium block's "
                          "four weights at 8192 tokens)")
+    ap.add_argument("--loss", type=bench_mm.parse_shapes, default=DEFAULT_LOSS, metavar="TOKENSxDxVOCAB,...",
+                    help="loss: tokens, model width, vocabulary (default: GPT-2-medium's and Llama-3-8B's heads at "
+                         "8192 tokens)")
     ap.add_argument("--after-op", nargs="?", type=bench_mm.positive_float, const=32.0, default=None, metavar="MIB",
                     help="gated, bias: also time each call right after an in-place scale of a MIB MiB buffer (32 "
                          "unless given), less that kernel's own time")
@@ -342,6 +353,60 @@ def bias_row(torch, cute_gemm, shape, dname, l2, seconds, after_op=None) -> dict
     return over_torch(row, "mm_row_sums")
 
 
+def loss_row(torch, cute_gemm, shape, dname, seconds) -> dict:
+    """Check and time the head + cross-entropy with backward: torch's way against linear_cross_entropy.
+    Each must be within twice torch's error (or the dtype's bound) of a float32 reference in the
+    loss and both gradients before it is timed."""
+    tokens, d, vocab = shape
+    dtype = getattr(torch, DTYPES[dname])
+    F = torch.nn.functional
+    torch.manual_seed(0)
+    x = torch.randn(tokens, d, device="cuda").to(dtype).requires_grad_()
+    w = (torch.randn(vocab, d, device="cuda") / d ** 0.5).to(dtype).requires_grad_()
+    target = torch.randint(0, vocab, (tokens,), device="cuda")
+    impls = {"torch": lambda x, w: F.cross_entropy(F.linear(x, w).float(), target),
+             "linear_cross_entropy": lambda x, w: cute_gemm.linear_cross_entropy(x, w, target)}
+
+    def step(fn, x, w):
+        loss = fn(x, w)
+        return [loss.detach(), *torch.autograd.grad(loss, [x, w])]
+
+    x32, w32 = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    refs = step(lambda x, w: F.cross_entropy(F.linear(x, w), target), x32, w32)
+    del x32, w32
+    row = {"tokens": tokens, "d": d, "vocab": vocab, "dtype": dname, "impls": {}}
+    errors = {}
+    for name, fn in impls.items():
+        try:
+            got = step(fn, x, w)
+            errors[name] = max(_rel_err(g, r) for g, r in zip(got, refs))
+            del got
+        except Exception as e:
+            if name == "torch":
+                raise
+            row["impls"][name] = {"error": bench_mm.first_line(e)}
+    del refs
+    bound = max(bench_mm.REL_BOUND[dname], 2 * errors["torch"])
+    for name, fn in impls.items():
+        if name not in errors:
+            continue
+        err = errors[name]
+        if not math.isfinite(err) or err > bound:
+            row["impls"][name] = {"wrong": True, "rel_err": err if math.isfinite(err) else None}
+            continue
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step(fn, x, w)
+        peak = torch.cuda.max_memory_allocated() - base
+        us = bench_mm.eager_time_us(torch, lambda a, b, fn=fn: step(fn, a, b), x, w, max(seconds, 1.0))
+        row["impls"][name] = {"ms": us / 1e3, "rel_err": err, "peak_gib": peak / 2**30}
+    torch.cuda.empty_cache()
+    t, c = row["impls"].get("torch", {}), row["impls"].get("linear_cross_entropy", {})
+    row["ratio"] = t["ms"] / c["ms"] if "ms" in t and "ms" in c else None
+    return row
+
+
 def activation_module(torch, name: str):
     nn = torch.nn
     return {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "silu": nn.SiLU()}[name]
@@ -456,8 +521,22 @@ def format_bias(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def format_loss(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    out = [f"## loss: cute_gemm.linear_cross_entropy(x, w, target) vs F.cross_entropy(F.linear(x, w).float(), "
+           f"target), forward + backward, {rows[0]['dtype']} (ms; peak GiB allocated beyond the inputs)", "",
+           "| TOKENS x D x VOCAB | torch ms | linear_cross_entropy ms | torch / ours | torch GiB | ours GiB |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        t, c = r["impls"].get("torch", {}), r["impls"].get("linear_cross_entropy", {})
+        out.append(f"| {r['tokens']}x{r['d']}x{r['vocab']} | {cell(t, 'ms', '.3f')} | {cell(c, 'ms', '.3f')} | "
+                   f"{bench_mm.fmt(r['ratio'], '.2f')} | {cell(t, 'peak_gib', '.2f')} | {cell(c, 'peak_gib', '.2f')} |")
+    return "\n".join(out)
+
+
 def any_bad(doc: dict) -> bool:
-    rows = doc["fused"] + doc["gated"] + doc["bias"] + ([doc["mlp"]] if doc["mlp"] else [])
+    rows = doc["fused"] + doc["gated"] + doc["bias"] + doc.get("loss", []) + ([doc["mlp"]] if doc["mlp"] else [])
     return any(res.get("wrong") or "error" in res for r in rows for res in r["impls"].values())
 
 
@@ -498,7 +577,7 @@ def main(argv=None) -> int:
     if set(args.section) & {"fused", "gated", "bias"} and (note := bench_mm.ignored_knobs_note(os.environ)):
         print("# note (fused, gated, bias): " + note.removeprefix("# note: "), flush=True)
     started = time.monotonic()
-    doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": [], "bias": []}
+    doc = {"format": 1, "environment": env, "fused": [], "mlp": None, "gated": [], "bias": [], "loss": []}
     l2 = env["l2_bytes"] or 50 * 2**20
     if "fused" in args.section:
         for shape in args.shapes:
@@ -527,9 +606,16 @@ def main(argv=None) -> int:
             print(f"[{time.monotonic() - started:5.0f} s] bias {args.dtype} {'x'.join(map(str, shape))}: "
                   f"ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)
 
+    if "loss" in args.section:
+        for shape in args.loss:
+            row = loss_row(torch, cute_gemm, shape, args.dtype, args.seconds)
+            doc["loss"].append(row)
+            print(f"[{time.monotonic() - started:5.0f} s] loss {args.dtype} {'x'.join(map(str, shape))}: "
+                  f"ratio {bench_mm.fmt(row['ratio'], '.2f')}", flush=True)
+
     print()
     print("\n\n".join(t for t in (format_fused(doc["fused"]), format_mlp(doc["mlp"]), format_gated(doc["gated"]),
-                                  format_bias(doc["bias"])) if t))
+                                  format_bias(doc["bias"]), format_loss(doc["loss"])) if t))
     env["elapsed_s"] = round(time.monotonic() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1))

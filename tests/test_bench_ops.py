@@ -18,7 +18,7 @@ def usage_error(capsys, argv) -> str:
 
 def test_defaults():
     args = bench.parse_args([])
-    assert args.section == ["fused", "mlp", "gated", "bias"]
+    assert args.section == ["fused", "mlp", "gated", "bias", "loss"]
     assert args.shapes == [(4096, 14336, 4096), (16384, 4096, 4096)]
     assert args.activations == ["gelu"] and args.mlp_activation == "gelu"
     assert args.mlp == (8192, 4096, 14336) and args.dtype == "bf16" and args.layout == "nt"
@@ -38,7 +38,7 @@ def test_lists_and_their_errors(capsys):
     assert bench.parse_args(["--mlp", "16X32x64"]).mlp == (16, 32, 64)
     assert "activation 'tanh' is not one of none, relu, gelu, gelu_tanh, silu, all" in usage_error(
         capsys, ["--activations", "gelu,tanh"])
-    assert "section 'both' is not one of fused, mlp, gated, bias, all" in usage_error(capsys, ["--section", "both"])
+    assert "section 'both' is not one of fused, mlp, gated, bias, loss, all" in usage_error(capsys, ["--section", "both"])
     assert bench.parse_args(["--after-op"]).after_op == 32.0 and bench.parse_args(["--after-op", "8"]).after_op == 8.0
     assert bench.parse_args(["--gated", "16x28x32"]).gated == [(16, 28, 32)]
     assert "invalid choice: 'relu'" in usage_error(capsys, ["--gated-activation", "relu"])  # not a gated MLP's
@@ -164,6 +164,24 @@ def test_bias_table():
     assert bench.format_bias([]) == ""
     assert bench.any_bad({"fused": [], "mlp": None, "gated": [], "bias": [wrong]})
     assert not bench.any_bad({"fused": [], "mlp": None, "gated": [], "bias": [row]})
+
+
+def test_loss_table():
+    """The loss section: torch's head + loss against linear_cross_entropy, forward and backward, with
+    each one's peak memory; torch's time over ours as the ratio; a wrong result is never timed."""
+    assert bench.parse_args(["--section", "loss", "--loss", "16x8x100"]).loss == [(16, 8, 100)]
+    row = {"tokens": 8192, "d": 1024, "vocab": 50304, "dtype": "bf16", "ratio": 6.2 / 1.55,
+           "impls": {"torch": {"ms": 6.2, "rel_err": 1e-3, "peak_gib": 5.5},
+                     "linear_cross_entropy": {"ms": 1.55, "rel_err": 1e-3, "peak_gib": 1.6}}}
+    text = bench.format_loss([row])
+    assert "| TOKENS x D x VOCAB | torch ms | linear_cross_entropy ms | torch / ours | torch GiB | ours GiB |" in text
+    assert "| 8192x1024x50304 | 6.200 | 1.550 | 4.00 | 5.50 | 1.60 |" in text
+    wrong = dict(row, ratio=None, impls={"torch": row["impls"]["torch"],
+                                         "linear_cross_entropy": {"wrong": True, "rel_err": 0.5}})
+    assert "| 8192x1024x50304 | 6.200 | WRONG (rel err 5.0e-01) | - |" in bench.format_loss([wrong])
+    assert bench.format_loss([]) == ""
+    assert bench.any_bad({"fused": [], "mlp": None, "gated": [], "bias": [], "loss": [wrong]})
+    assert not bench.any_bad({"fused": [], "mlp": None, "gated": [], "bias": [], "loss": [row]})
 
 
 def test_without_a_gpu_it_says_so_in_one_sentence():
