@@ -1,6 +1,6 @@
 // The softmax cross-entropy of linear_cross_entropy (cute_gemm/loss.py): one kernel over the
 // logits that a GEMM just wrote, leaving in their place the loss's gradient with respect to them.
-// (The op, softmax_cross_entropy_, is in cross_entropy.cpp; this header stays free of torch's so
+// (The op, softmax_cross_entropy_, is in cross_entropy_op.cpp; this header stays free of torch's so
 // that the .cu file builds with the toolkit's headers alone.)
 #pragma once
 
