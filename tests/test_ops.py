@@ -127,6 +127,8 @@ SCHEMAS = {
     "gated_mm.default": "cute_gemm::gated_mm(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\") "
                         "-> Tensor",
     "mm_row_sums.default": "cute_gemm::mm_row_sums(Tensor a, Tensor b) -> (Tensor, Tensor)",
+    "softmax_cross_entropy_.default": "cute_gemm::softmax_cross_entropy_(Tensor(a!) logits, Tensor target, "
+                                      "int ignore_index) -> Tensor",
 }
 
 
@@ -137,7 +139,8 @@ def test_schema_is_registered(name):
 
 
 def test_public_api():
-    assert set(cute_gemm.__all__) == {"mm", "addmm", "bmm", "matmul", "explain", "nn", "optimize"}
+    assert set(cute_gemm.__all__) == {"mm", "addmm", "bmm", "matmul", "explain", "nn", "optimize",
+                                      "linear_cross_entropy"}
     assert issubclass(cute_gemm.nn.Linear, torch.nn.Linear)
 
 
