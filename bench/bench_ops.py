@@ -210,6 +210,30 @@ def finish_fused(row: dict) -> dict:
     return row
 
 
+def within_bound(row: dict, runs: dict, refs: list, dname: str) -> dict:
+    """{name: largest relative error} of each run's outputs (runs[name]() returns tensors matching
+    refs) for those within twice the first run's (torch's) own error or the dtype's bound; the
+    others go into row as WRONG or as their error, untimed. The first must run."""
+    errors = {}
+    for i, (name, run) in enumerate(runs.items()):
+        try:
+            got = run()
+            errors[name] = max(_rel_err(g, r) for g, r in zip(got, refs))
+            del got
+        except Exception as e:
+            if i == 0:
+                raise
+            row["impls"][name] = {"error": bench_mm.first_line(e)}
+    bound = max(bench_mm.REL_BOUND[dname], 2 * errors[next(iter(runs))])
+    passed = {}
+    for name, err in errors.items():
+        if math.isfinite(err) and err <= bound:
+            passed[name] = err
+        else:
+            row["impls"][name] = {"wrong": True, "rel_err": err if math.isfinite(err) else None}
+    return passed
+
+
 def mlp_row(torch, cute_gemm, mlp, activation, dname, seconds) -> dict:
     """Check and time one forward+backward step of the MLP block, torch.nn.Linear vs cute_gemm.nn.Linear."""
     tokens, d, hidden = mlp
@@ -239,25 +263,11 @@ def mlp_row(torch, cute_gemm, mlp, activation, dname, seconds) -> dict:
     del reference
     row = {"tokens": tokens, "d": d, "hidden": hidden, "dtype": dname, "activation": activation,
            "flops": 3 * 2.0 * 2 * tokens * d * hidden, "impls": {}}  # forward 2 GEMMs, backward 4
-    errors = {}
-    for name, model in (("torch.nn.Linear", theirs), ("cute_gemm.nn.Linear", ours)):
-        try:
-            got = outputs(model, x)
-            errors[name] = max(_rel_err(g, r) for g, r in zip(got, refs))
-            del got
-        except Exception as e:
-            if name == "torch.nn.Linear":
-                raise
-            row["impls"][name] = {"error": bench_mm.first_line(e)}
+    models = {"torch.nn.Linear": theirs, "cute_gemm.nn.Linear": ours}
+    passed = within_bound(row, {name: lambda m=m: outputs(m, x) for name, m in models.items()}, refs, dname)
     del refs
-    bound = max(bench_mm.REL_BOUND[dname], 2 * errors["torch.nn.Linear"])
-    for name, model in (("torch.nn.Linear", theirs), ("cute_gemm.nn.Linear", ours)):
-        if name not in errors:
-            continue
-        err = errors[name]
-        if not math.isfinite(err) or err > bound:
-            row["impls"][name] = {"wrong": True, "rel_err": err if math.isfinite(err) else None}
-            continue
+    for name, err in passed.items():
+        model = models[name]
         us = bench_mm.eager_time_us(torch, lambda x, _: step(model, x), x, None, max(seconds, 1.0))
         row["impls"][name] = {"ms": us / 1e3, "tflops": row["flops"] / us / 1e6, "rel_err": err}
     torch.cuda.empty_cache()
@@ -375,25 +385,10 @@ def loss_row(torch, cute_gemm, shape, dname, seconds) -> dict:
     refs = step(lambda x, w: F.cross_entropy(F.linear(x, w), target), x32, w32)
     del x32, w32
     row = {"tokens": tokens, "d": d, "vocab": vocab, "dtype": dname, "impls": {}}
-    errors = {}
-    for name, fn in impls.items():
-        try:
-            got = step(fn, x, w)
-            errors[name] = max(_rel_err(g, r) for g, r in zip(got, refs))
-            del got
-        except Exception as e:
-            if name == "torch":
-                raise
-            row["impls"][name] = {"error": bench_mm.first_line(e)}
+    passed = within_bound(row, {name: lambda fn=fn: step(fn, x, w) for name, fn in impls.items()}, refs, dname)
     del refs
-    bound = max(bench_mm.REL_BOUND[dname], 2 * errors["torch"])
-    for name, fn in impls.items():
-        if name not in errors:
-            continue
-        err = errors[name]
-        if not math.isfinite(err) or err > bound:
-            row["impls"][name] = {"wrong": True, "rel_err": err if math.isfinite(err) else None}
-            continue
+    for name, err in passed.items():
+        fn = impls[name]
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
