@@ -171,9 +171,10 @@ def test_compiles_fullgraph_and_captures_in_a_cuda_graph():
     torch._dynamo.reset()
     compiled = torch.compile(lambda x, w, t: cute_gemm.linear_cross_entropy(x, w, t), fullgraph=True)
     got = compiled(x, w, t)
-    torch.testing.assert_close(got, eager, rtol=0, atol=0)
+    torch.testing.assert_close(got, eager, rtol=0, atol=0)  # the op is one node: the same kernels
+    # Backward's scaling may be fused into another kernel by inductor: bf16's tolerance.
     for g, e in zip(torch.autograd.grad(got, [x, w]), eager_grads):
-        torch.testing.assert_close(g, e, rtol=0, atol=0)
+        torch.testing.assert_close(g, e)
     xs, ws = x.detach().clone(), w.detach().clone()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
