@@ -21,14 +21,16 @@ struct alignas(sizeof(T) * kVec) Vec {
   T v[kVec];
 };
 
-// (m, s) with s = sum exp(x - m) over the values seen: the merge of two such pairs. An empty side
-// (m = -inf, s = 0) adds nothing; exp2 of -inf - -inf would be NaN, so it is skipped by name.
+// (m, s) with s = sum exp(x - m) over the values seen: the merge of two such pairs. Both sides are
+// rescaled to a finite reference (0 while both maxima are -inf: exp2 of -inf - -inf would be NaN),
+// so an empty side adds 0 and a NaN carried in s is never dropped: a row with a NaN logit gets a
+// NaN loss, as torch's.
+__device__ __forceinline__ float finite_ref(float mx) { return mx == -INFINITY ? 0.f : mx; }
+
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
-  const float mx = fmaxf(m, m2);
-  const float a = m == -INFINITY ? 0.f : s * exp2f((m - mx) * kLog2e);
-  const float b = m2 == -INFINITY ? 0.f : s2 * exp2f((m2 - mx) * kLog2e);
+  const float mx = fmaxf(m, m2), ref = finite_ref(mx);
+  s = s * exp2f((m - ref) * kLog2e) + s2 * exp2f((m2 - ref) * kLog2e);
   m = mx;
-  s = a + b;
 }
 
 template <class T, int kVec>
@@ -57,12 +59,12 @@ __global__ void __launch_bounds__(kThreads) softmax_xent_kernel(T* logits, int64
       f[j] = float(x.v[j]);
       mx = fmaxf(mx, f[j]);
     }
+    // As merge: a NaN value makes add NaN (fmaxf skips it in the max), and s keeps it.
+    const float base = fmaxf(m, mx), ref = finite_ref(base);
     float add = 0.f;
-    const float base = fmaxf(m, mx);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) add += exp2f((f[j] - base) * kLog2e);
-    // A NaN value makes add NaN (fmaxf skips it in the max), and the row's loss NaN, as torch's.
-    s = (m == -INFINITY ? 0.f : s * exp2f((m - base) * kLog2e)) + add;
+    for (int j = 0; j < kVec; ++j) add += exp2f((f[j] - ref) * kLog2e);
+    s = s * exp2f((m - ref) * kLog2e) + add;
     m = base;
   }
   for (int64_t c = vecs * kVec + threadIdx.x; c < cols; c += kThreads) merge(m, s, float(p[c]), 1.f);

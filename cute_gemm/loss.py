@@ -28,7 +28,7 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, target: torch.Te
     (classes,) or None; target (...,) int64, x's leading shape. reduction: "mean" (over the targets
     that are not ignore_index), "sum" or "none" (a loss per target, target's shape). A target
     outside [0, classes) other than ignore_index makes its loss NaN (torch stops the process with a
-    device-side assert there). Differentiable in x, weight and bias.
+    device-side assert there). Differentiable in x, weight and bias, once (no create_graph=True).
     """
     for name, value in (("x", x), ("weight", weight), ("target", target)):
         if not isinstance(value, torch.Tensor):
@@ -99,30 +99,43 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(x, weight, target, output[1])
     ctx.has_bias, ctx.ignore_index, ctx.reduction = bias is not None, ignore_index, reduction
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # else autograd hands backward an (N, V) tensor of zeros for output[1]
 
 
 def _backward(ctx, grad_loss, _grad_of_gradient):
     # The saved gradient g is that of the summed loss; the loss's own gradient scales it: per row
-    # for "none" (g's rows scaled, a new tensor: g stays valid for another backward), else one
-    # factor applied to the GEMMs' outputs, d x = s g W and d W = s g^T x, with s on the GPU (no
-    # host sync). The bias's gradient, the column sums of g, comes out of the weight's GEMM.
+    # for "none" (g's rows scaled into a new tensor, so that g stays valid for another backward),
+    # else one factor applied to the GEMMs' outputs, d x = s g W and d W = s g^T x, with s on the
+    # GPU (no host sync). The bias's gradient, the column sums of g, comes out of the weight's GEMM.
+    if grad_loss is None:
+        return None, None, None, None, None, None
     x, weight, target, g = ctx.saved_tensors
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, weight, g, grad_loss)):
+        raise RuntimeError("linear_cross_entropy: double backward (create_graph=True) is not supported; "
+                           "use F.cross_entropy(F.linear(x, weight, bias).float(), target) for it")
     scale = None
     if ctx.reduction == "none":
-        g = (g.float() * grad_loss.float()[:, None]).to(g.dtype)
+        g = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g))  # in float32, rounded once
     elif ctx.reduction == "mean":
-        scale = grad_loss.float() / (target != ctx.ignore_index).sum()
+        # With every target ignored g is all zeros: gradients of 0, as torch's, not 0 * inf.
+        scale = grad_loss.float() / (target != ctx.ignore_index).sum().clamp_min(1)
     else:
         scale = grad_loss.float()
+    # float16 sums g^T x unscaled past its 65504 where a frequent class meets large features
+    # (torch scales g first): its weight and bias gradients are summed in float32, then scaled.
+    wide = g.dtype == torch.float16 and scale is not None
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.cute_gemm.mm(g, weight)
-    if ctx.needs_input_grad[2]:
+    if ctx.needs_input_grad[2] and not wide:
         dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
-    elif ctx.needs_input_grad[1]:
-        dw = torch.ops.cute_gemm.mm(g.t(), x)
+    elif ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+        dw = torch.ops.cute_gemm.mm(g.t(), x, out_dtype=torch.float32 if wide else None)
+        db = g.sum(0, dtype=torch.float32 if wide else None) if ctx.needs_input_grad[2] else None
     if scale is not None:
         dx, dw, db = (None if t is None else t.mul_(scale) for t in (dx, dw, db))
+    if wide:
+        dw, db = (None if t is None else t.to(torch.float16) for t in (dw, db))
     if not ctx.needs_input_grad[1]:
         dw = None
     return dx, dw, db, None, None, None
