@@ -105,14 +105,17 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad_loss, _grad_of_gradient):
     # The saved gradient g is that of the summed loss; the loss's own gradient scales it: per row
     # for "none" (g's rows scaled into a new tensor, so that g stays valid for another backward),
-    # else one factor applied to the GEMMs' outputs, d x = s g W and d W = s g^T x, with s on the
-    # GPU (no host sync). The bias's gradient, the column sums of g, comes out of the weight's GEMM.
+    # else one factor s on the GPU (no host sync) applied to the GEMMs' float32 outputs before
+    # their one rounding, d x = s g W and d W = s g^T x: a 16-bit product scaled afterwards would
+    # be rounded twice with s itself rounded to 16 bits (1 / N is subnormal in float16 past 16384
+    # tokens), and float16's unscaled g^T x passes 65504 where a frequent class meets large
+    # features. The bias's gradient is the column sums of g.
     if grad_loss is None:
         return None, None, None, None, None, None
-    x, weight, target, g = ctx.saved_tensors
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, weight, g, grad_loss)):
+    if torch.is_grad_enabled():  # only inside a create_graph=True backward
         raise RuntimeError("linear_cross_entropy: double backward (create_graph=True) is not supported; "
                            "use F.cross_entropy(F.linear(x, weight, bias).float(), target) for it")
+    x, weight, target, g = ctx.saved_tensors
     scale = None
     if ctx.reduction == "none":
         g = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g))  # in float32, rounded once
@@ -121,24 +124,20 @@ def _backward(ctx, grad_loss, _grad_of_gradient):
         scale = grad_loss.float() / (target != ctx.ignore_index).sum().clamp_min(1)
     else:
         scale = grad_loss.float()
-    # float16 sums g^T x unscaled past its 65504 where a frequent class meets large features
-    # (torch scales g first): its weight and bias gradients are summed in float32, then scaled.
-    wide = g.dtype == torch.float16 and scale is not None
-    dx = dw = db = None
-    if ctx.needs_input_grad[0]:
-        dx = torch.ops.cute_gemm.mm(g, weight)
-    if ctx.needs_input_grad[2] and not wide:
-        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
-    elif ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-        dw = torch.ops.cute_gemm.mm(g.t(), x, out_dtype=torch.float32 if wide else None)
-        db = g.sum(0, dtype=torch.float32 if wide else None) if ctx.needs_input_grad[2] else None
-    if scale is not None:
-        dx, dw, db = (None if t is None else t.mul_(scale) for t in (dx, dw, db))
-    if wide:
-        dw, db = (None if t is None else t.to(torch.float16) for t in (dw, db))
-    if not ctx.needs_input_grad[1]:
-        dw = None
-    return dx, dw, db, None, None, None
+    if scale is None:
+        if ctx.needs_input_grad[2]:
+            dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
+        else:
+            dw, db = torch.ops.cute_gemm.mm(g.t(), x) if ctx.needs_input_grad[1] else None, None
+        dx = torch.ops.cute_gemm.mm(g, weight) if ctx.needs_input_grad[0] else None
+    else:
+        def scaled(t):  # one pass: float32 times float32, rounded once into g's dtype
+            return torch.mul(t, scale, out=torch.empty_like(t, dtype=g.dtype))
+        f32 = torch.float32
+        dx = scaled(torch.ops.cute_gemm.mm(g, weight, out_dtype=f32)) if ctx.needs_input_grad[0] else None
+        dw = scaled(torch.ops.cute_gemm.mm(g.t(), x, out_dtype=f32)) if ctx.needs_input_grad[1] else None
+        db = scaled(g.sum(0, dtype=f32)) if ctx.needs_input_grad[2] else None
+    return dx, (dw if ctx.needs_input_grad[1] else None), db, None, None, None
 
 
 _linear_cross_entropy.register_autograd(_backward, setup_context=_setup_context)
