@@ -64,6 +64,10 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, target: torch.Te
                             f"{name} {value.dtype}")
     if x.dtype not in _DTYPES:
         raise TypeError(f"linear_cross_entropy: x must be float16, bfloat16 or float32, got {x.dtype}")
+    tensors = [("x", x), ("weight", weight), ("target", target)] + ([("bias", bias)] if bias is not None else [])
+    if any(not t.is_cuda or t.device != x.device for _, t in tensors):
+        raise ValueError("linear_cross_entropy: x, weight, target and bias must be CUDA tensors on one device, got "
+                         + ", ".join(f"{name} on {t.device}" for name, t in tensors))
     loss, _ = torch.ops.cute_gemm.linear_cross_entropy(x.reshape(-1, x.shape[-1]), weight, bias,
                                                        target.reshape(-1), ignore_index, reduction)
     return loss.reshape(target.shape) if reduction == "none" else loss

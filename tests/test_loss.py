@@ -75,6 +75,12 @@ def test_bad_arguments_name_the_argument(call, kind, words):
         call(x, w, t)
 
 
+def test_cpu_tensors_are_refused_by_name():
+    x, w, t = torch.randn(6, 8), torch.randn(10, 8), torch.randint(0, 10, (6,))
+    with pytest.raises(ValueError, match="must be CUDA tensors on one device, got x on cpu, weight on cpu"):
+        cute_gemm.linear_cross_entropy(x, w, t)
+
+
 def test_the_kernel_refuses_cpu_tensors():
     with pytest.raises(ValueError, match="must be CUDA tensors"):
         torch.ops.cute_gemm.softmax_cross_entropy_(torch.randn(4, 10), torch.zeros(4, dtype=torch.long), -100)
