@@ -107,8 +107,8 @@ def test_matches_float64(dtype, reduction, n, v, d, bias, ignored):
     ref = F.cross_entropy(F.linear(x64, w64, b64), t, reduction=reduction)
     ref_grads = torch.autograd.grad(ref, [x64, w64] + ([b64] if b is not None else []), up.double())
     # Within twice torch's own error (the logits rounded to dtype), plus float32's floor; the
-    # gradients, which round once more than torch's (the GEMM's output, then its scaling), plus
-    # the dtype's epsilon, which one element's rounding reaches at the smallest sizes.
+    # gradients plus the dtype's epsilon, which one element's rounding reaches at the smallest
+    # sizes (g is rounded before its scaling, torch's after; the GEMMs sum in another order).
     assert rel_err(loss, ref) <= 2 * rel_err(want, ref) + 1e-5, (rel_err(loss, ref), rel_err(want, ref))
     for name, g, g_torch, g_ref in zip(("x", "weight", "bias"), grads, want_grads, ref_grads):
         assert g.dtype == dtype, name
