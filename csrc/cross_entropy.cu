@@ -9,9 +9,10 @@
 namespace cute_gemm {
 namespace {
 
-// One block per row. 1024 threads: two blocks fill an SM's 2048, so about 2 x 132 rows are in
+// One block per row. 1024 threads, at most 32 registers each (__launch_bounds__' second
+// argument): two blocks fill an SM's 2048 threads and 64K registers, so about 2 x 132 rows are in
 // flight on an H100/H200 (a 50,304-column bf16 row is 100 KB: 26 MB), and the second pass over a
-// row reads it from L2, not HBM.
+// row reads it from L2, not HBM (Llama-3's 128,256-column rows, 67 MB in flight, overflow it).
 constexpr int kThreads = 1024;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -34,7 +35,7 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
 }
 
 template <class T, int kVec>
-__global__ void __launch_bounds__(kThreads) softmax_xent_kernel(T* logits, int64_t ld, int64_t cols,
+__global__ void __launch_bounds__(kThreads, 2) softmax_xent_kernel(T* logits, int64_t ld, int64_t cols,
                                                                 const int64_t* target, int64_t ignore_index,
                                                                 float* loss) {
   __shared__ float sm[32], ss[32];

@@ -55,9 +55,9 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, target: torch.Te
         raise ValueError(f"linear_cross_entropy: bias must be (classes,) = [{weight.shape[0]}], got "
                          f"{list(bias.shape)}")
     if torch.is_autocast_enabled("cuda"):
+        # As autocast casts F.linear's arguments: floating-point tensors other than float64.
         dtype = torch.get_autocast_dtype("cuda")
-        x, weight = x.to(dtype), weight.to(dtype)
-        bias = None if bias is None else bias.to(dtype)
+        x, weight, bias = (t.to(dtype) if t is not None and t.dtype in _DTYPES else t for t in (x, weight, bias))
     for name, value in (("weight", weight), ("bias", bias)):
         if value is not None and value.dtype != x.dtype:
             raise TypeError(f"linear_cross_entropy: x, weight and bias must have one dtype, got x {x.dtype} and "
@@ -78,8 +78,11 @@ def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
                           ignore_index: int, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(the loss, the gradient of the summed loss with respect to the logits) for x (N, K): the
     second output is what backward multiplies; linear_cross_entropy drops it."""
-    logits = (torch.ops.cute_gemm.mm(x, weight.t()) if bias is None
-              else torch.ops.cute_gemm.addmm(bias, x, weight.t()))
+    logits = _logits_buffer(x, weight)
+    if bias is None:
+        torch.ops.cute_gemm.mm.out(x, weight.t(), out=logits)
+    else:
+        torch.ops.cute_gemm.addmm.out(bias, x, weight.t(), out=logits)
     rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index)  # logits -> gradient
     if reduction == "none":
         return rows, logits
@@ -90,7 +93,17 @@ def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
 @_linear_cross_entropy.register_fake
 def _linear_cross_entropy_fake(x, weight, bias, target, ignore_index, reduction):
     loss = x.new_empty((x.shape[0],) if reduction == "none" else (), dtype=torch.float32)
-    return loss, x.new_empty((x.shape[0], weight.shape[0]))
+    return loss, _logits_buffer(x, weight)
+
+
+def _logits_buffer(x, weight):
+    """An (N, V) tensor for the logits whose rows start on 16-byte boundaries: rows of V elements
+    padded to a multiple of 16 bytes (GPT-2's 50,257 classes, say), so that the GEMM writes them
+    with its aligned stores and the loss kernel reads them 16 bytes at a time, as it does for a V
+    that is already a multiple."""
+    per_16_bytes = 16 // x.element_size()
+    pitch = -(-weight.shape[0] // per_16_bytes) * per_16_bytes
+    return x.new_empty((x.shape[0], pitch))[:, :weight.shape[0]]
 
 
 @torch.library.register_fake("cute_gemm::softmax_cross_entropy_")
