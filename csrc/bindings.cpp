@@ -38,8 +38,8 @@ TORCH_LIBRARY(cute_gemm, m) {
   // own, create_graph=True, runs the separate ops).
   m.def("mm_row_sums(Tensor a, Tensor b) -> (Tensor, Tensor)");
   // linear_cross_entropy's (cute_gemm/loss.py) pass over the logits: returns the rows' losses and
-  // leaves the loss's gradient in the logits' place (csrc/cross_entropy.h, gemm.h).
-  m.def("softmax_cross_entropy_(Tensor(a!) logits, Tensor target, int ignore_index) -> Tensor");
+  // leaves the loss's gradient, times scale, in the logits' place (csrc/cross_entropy.h, gemm.h).
+  m.def("softmax_cross_entropy_(Tensor(a!) logits, Tensor target, int ignore_index, Tensor? scale=None) -> Tensor");
   // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
   m.def(
       "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "

@@ -37,7 +37,7 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
 template <class T, int kVec>
 __global__ void __launch_bounds__(kThreads, 2) softmax_xent_kernel(T* logits, int64_t ld, int64_t cols,
                                                                 const int64_t* target, int64_t ignore_index,
-                                                                float* loss) {
+                                                                const float* scale, float* loss) {
   __shared__ float sm[32], ss[32];
   __shared__ float target_logit;
   const int64_t row = blockIdx.x;
@@ -87,8 +87,10 @@ __global__ void __launch_bounds__(kThreads, 2) softmax_xent_kernel(T* logits, in
   const float lse = m + logf(s);  // every thread holds the same value
   if (threadIdx.x == 0) loss[row] = ignored ? 0.f : bad ? NAN : lse - target_logit;
 
-  // Pass 2: softmax - onehot in place (zeros for an ignored row, NaN for a bad target).
+  // Pass 2: (softmax - onehot) * scale in place, in float32 and rounded once (zeros for an ignored
+  // row, NaN for a bad target).
   const float fill = ignored ? 0.f : NAN;
+  const float k = scale != nullptr ? *scale : 1.f;
   const bool plain = !ignored && !bad;
 #pragma unroll 4
   for (int64_t i = threadIdx.x; i < vecs; i += kThreads) {
@@ -96,27 +98,27 @@ __global__ void __launch_bounds__(kThreads, 2) softmax_xent_kernel(T* logits, in
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int64_t c = i * kVec + j;
-      const float g = plain ? exp2f((float(x.v[j]) - lse) * kLog2e) - (c == t ? 1.f : 0.f) : fill;
+      const float g = plain ? (exp2f((float(x.v[j]) - lse) * kLog2e) - (c == t ? 1.f : 0.f)) * k : fill;
       x.v[j] = T(g);
     }
     pv[i] = x;
   }
   for (int64_t c = vecs * kVec + threadIdx.x; c < cols; c += kThreads) {
-    p[c] = T(plain ? exp2f((float(p[c]) - lse) * kLog2e) - (c == t ? 1.f : 0.f) : fill);
+    p[c] = T(plain ? (exp2f((float(p[c]) - lse) * kLog2e) - (c == t ? 1.f : 0.f)) * k : fill);
   }
 }
 
 template <class T>
 cudaError_t launch(void* logits, int64_t rows, int64_t cols, int64_t ld, const int64_t* target,
-                   int64_t ignore_index, float* loss, cudaStream_t stream) {
+                   int64_t ignore_index, const float* scale, float* loss, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
   T* p = static_cast<T*>(logits);
   const bool wide = reinterpret_cast<uintptr_t>(p) % 16 == 0 && (ld * int64_t(sizeof(T))) % 16 == 0;
   const dim3 grid(static_cast<unsigned>(rows));
   if (wide) {
-    softmax_xent_kernel<T, kWide><<<grid, kThreads, 0, stream>>>(p, ld, cols, target, ignore_index, loss);
+    softmax_xent_kernel<T, kWide><<<grid, kThreads, 0, stream>>>(p, ld, cols, target, ignore_index, scale, loss);
   } else {
-    softmax_xent_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p, ld, cols, target, ignore_index, loss);
+    softmax_xent_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p, ld, cols, target, ignore_index, scale, loss);
   }
   return cudaGetLastError();
 }
@@ -124,12 +126,14 @@ cudaError_t launch(void* logits, int64_t rows, int64_t cols, int64_t ld, const i
 }  // namespace
 
 cudaError_t softmax_xent_rows(void* logits, XentDType dtype, int64_t rows, int64_t cols, int64_t ld,
-                              const int64_t* target, int64_t ignore_index, float* loss, cudaStream_t stream) {
+                              const int64_t* target, int64_t ignore_index, const float* scale, float* loss,
+                              cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   switch (dtype) {
-    case XentDType::kF16: return launch<__half>(logits, rows, cols, ld, target, ignore_index, loss, stream);
-    case XentDType::kBF16: return launch<__nv_bfloat16>(logits, rows, cols, ld, target, ignore_index, loss, stream);
-    default: return launch<float>(logits, rows, cols, ld, target, ignore_index, loss, stream);
+    case XentDType::kF16: return launch<__half>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
+    case XentDType::kBF16:
+      return launch<__nv_bfloat16>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
+    default: return launch<float>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
   }
 }
 

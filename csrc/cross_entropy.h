@@ -14,11 +14,12 @@ enum class XentDType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
 // logits: rows x cols elements of type dtype, row r at logits + r * ld (in elements); target:
 // rows int64 class indices. For each row: loss[r] = logsumexp(row) - row[target[r]] (0 where
-// target[r] == ignore_index), and the row is overwritten with softmax(row) - onehot(target[r])
-// (zeros where ignored): the gradient of the summed loss with respect to the logits. A target
-// outside [0, cols) other than ignore_index gives that row a NaN loss and NaN gradient. One block
-// per row: rows < 2^31.
+// target[r] == ignore_index), and the row is overwritten with (softmax(row) - onehot(target[r])) *
+// *scale (scale null: 1; zeros where ignored): the gradient of the loss summed and scaled by *scale
+// with respect to the logits. A target outside [0, cols) other than ignore_index gives that row a
+// NaN loss and NaN gradient. One block per row: rows < 2^31.
 cudaError_t softmax_xent_rows(void* logits, XentDType dtype, int64_t rows, int64_t cols, int64_t ld,
-                              const int64_t* target, int64_t ignore_index, float* loss, cudaStream_t stream);
+                              const int64_t* target, int64_t ignore_index, const float* scale, float* loss,
+                              cudaStream_t stream);
 
 }  // namespace cute_gemm

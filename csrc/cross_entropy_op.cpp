@@ -10,7 +10,8 @@
 
 namespace cute_gemm {
 
-at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, int64_t ignore_index) {
+at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, int64_t ignore_index,
+                                  const std::optional<at::Tensor>& scale) {
   constexpr const char* op = "softmax_cross_entropy_";
   TORCH_CHECK_VALUE(logits.dim() == 2, op, ": logits must be 2-D (N, V), got ", logits.dim(), "-D");
   TORCH_CHECK_VALUE(target.dim() == 1 && target.size(0) == logits.size(0), op,
@@ -23,6 +24,12 @@ at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, 
   TORCH_CHECK_VALUE(logits.is_cuda() && target.is_cuda() && logits.device() == target.device(), op,
                     ": logits and target must be CUDA tensors on one device, got ", logits.device(), " and ",
                     target.device());
+  if (scale.has_value()) {
+    TORCH_CHECK_TYPE(scale->scalar_type() == at::kFloat, op, ": scale must be float32, got ", scale->scalar_type());
+    TORCH_CHECK_VALUE(scale->numel() == 1 && scale->device() == logits.device(), op,
+                      ": scale must be one element on logits' device ", logits.device(), ", got shape ",
+                      scale->sizes(), " on ", scale->device());
+  }
   TORCH_CHECK_VALUE(logits.size(1) > 0, op, ": logits must have at least one column (class)");
   TORCH_CHECK_VALUE(logits.stride(1) == 1 || logits.size(1) == 1, op,
                     ": logits' rows must be contiguous (column stride 1), got strides ", logits.strides());
@@ -32,7 +39,8 @@ at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, 
   const at::Tensor t = target.contiguous();
   const XentDType xt = dt == at::kHalf ? XentDType::kF16 : dt == at::kBFloat16 ? XentDType::kBF16 : XentDType::kF32;
   C10_CUDA_CHECK(softmax_xent_rows(logits.data_ptr(), xt, logits.size(0), logits.size(1), logits.stride(0),
-                                   t.data_ptr<int64_t>(), ignore_index, loss.data_ptr<float>(),
+                                   t.data_ptr<int64_t>(), ignore_index,
+                                   scale.has_value() ? scale->data_ptr<float>() : nullptr, loss.data_ptr<float>(),
                                    at::cuda::getCurrentCUDAStream().stream()));
   return loss;
 }

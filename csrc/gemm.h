@@ -37,8 +37,10 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, std::optional<at::Scala
 at::Tensor gated_mm(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
                     std::optional<c10::string_view> activation);
 //   softmax_cross_entropy_: the rows' cross-entropy losses of logits (N, V) against target (N,),
-//   float32, the logits overwritten with the loss's gradient (cross_entropy.h, softmax_xent_rows)
-at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, int64_t ignore_index);
+//   float32, the logits overwritten with the summed loss's gradient times scale (a one-element
+//   float32 tensor on their device; none: 1) (cross_entropy.h, softmax_xent_rows)
+at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, int64_t ignore_index,
+                                  const std::optional<at::Tensor>& scale);
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 
 }  // namespace cute_gemm

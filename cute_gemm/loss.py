@@ -76,18 +76,22 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, target: torch.Te
 @torch.library.custom_op("cute_gemm::linear_cross_entropy", mutates_args=())
 def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
                           ignore_index: int, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the loss, the gradient of the summed loss with respect to the logits) for x (N, K): the
-    second output is what backward multiplies; linear_cross_entropy drops it."""
+    """(the loss, its gradient with respect to the logits) for x (N, K), the gradient of each row's
+    loss for "none": the second output is what backward multiplies; linear_cross_entropy drops it."""
     logits = _logits_buffer(x, weight)
     if bias is None:
         torch.ops.cute_gemm.mm.out(x, weight.t(), out=logits)
     else:
         torch.ops.cute_gemm.addmm.out(bias, x, weight.t(), out=logits)
-    rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index)  # logits -> gradient
-    if reduction == "none":
-        return rows, logits
-    total = rows.sum()
-    return (total / (target != ignore_index).sum() if reduction == "mean" else total), logits
+    if reduction != "mean":
+        rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index)  # logits -> gradient
+        return (rows if reduction == "none" else rows.sum()), logits
+    # The mean's 1 / count scales the gradient in the kernel, in float32 before its one rounding, as
+    # torch's loss scales its float32 gradient before the copy back to 16 bits.
+    count = (target != ignore_index).sum()
+    scale = count.clamp_min(1).float().reciprocal()  # all ignored: g is zeros, the loss 0 / 0 = NaN as torch's
+    rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index, scale)
+    return rows.sum() / count, logits
 
 
 @_linear_cross_entropy.register_fake
@@ -107,53 +111,41 @@ def _logits_buffer(x, weight):
 
 
 @torch.library.register_fake("cute_gemm::softmax_cross_entropy_")
-def _softmax_cross_entropy_fake(logits, target, ignore_index):
+def _softmax_cross_entropy_fake(logits, target, ignore_index, scale=None):
     return logits.new_empty((logits.shape[0],), dtype=torch.float32)
 
 
 def _setup_context(ctx, inputs, output):
     x, weight, bias, target, ignore_index, reduction = inputs
-    ctx.save_for_backward(x, weight, target, output[1])
-    ctx.has_bias, ctx.ignore_index, ctx.reduction = bias is not None, ignore_index, reduction
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.reduction = reduction
     ctx.mark_non_differentiable(output[1])
     ctx.set_materialize_grads(False)  # else autograd hands backward an (N, V) tensor of zeros for output[1]
 
 
 def _backward(ctx, grad_loss, _grad_of_gradient):
-    # The saved gradient g is that of the summed loss; the loss's own gradient scales it: per row
-    # for "none" (g's rows scaled into a new tensor, so that g stays valid for another backward),
-    # else one factor s on the GPU (no host sync) applied to the GEMMs' float32 outputs before
-    # their one rounding, d x = s g W and d W = s g^T x: a 16-bit product scaled afterwards would
-    # be rounded twice with s itself rounded to 16 bits (1 / N is subnormal in float16 past 16384
-    # tokens), and float16's unscaled g^T x passes 65504 where a frequent class meets large
-    # features. The bias's gradient is the column sums of g.
+    # The saved g is the loss's gradient with respect to the logits in the inputs' dtype, so the
+    # gradients are 16-bit GEMMs over it, as torch's. The upstream gradient scales g's rows into a
+    # new tensor for "none" (in float32, rounded once; g stays valid for another backward), else
+    # the GEMMs' results: a factor on the GPU (no host sync) that is 1 for loss.backward(), where
+    # the product is exact.
     if grad_loss is None:
         return None, None, None, None, None, None
     if torch.is_grad_enabled():  # only inside a create_graph=True backward
         raise RuntimeError("linear_cross_entropy: double backward (create_graph=True) is not supported; "
                            "use F.cross_entropy(F.linear(x, weight, bias).float(), target) for it")
-    x, weight, target, g = ctx.saved_tensors
-    scale = None
+    x, weight, g = ctx.saved_tensors
     if ctx.reduction == "none":
-        g = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g))  # in float32, rounded once
-    elif ctx.reduction == "mean":
-        # With every target ignored g is all zeros: gradients of 0, as torch's, not 0 * inf.
-        scale = grad_loss.float() / (target != ctx.ignore_index).sum().clamp_min(1)
+        g = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g))
+    dx = torch.ops.cute_gemm.mm(g, weight) if ctx.needs_input_grad[0] else None
+    if ctx.needs_input_grad[2]:
+        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
     else:
-        scale = grad_loss.float()
-    if scale is None:
-        if ctx.needs_input_grad[2]:
-            dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
-        else:
-            dw, db = torch.ops.cute_gemm.mm(g.t(), x) if ctx.needs_input_grad[1] else None, None
-        dx = torch.ops.cute_gemm.mm(g, weight) if ctx.needs_input_grad[0] else None
-    else:
-        def scaled(t):  # one pass: float32 times float32, rounded once into g's dtype
-            return torch.mul(t, scale, out=torch.empty_like(t, dtype=g.dtype))
-        f32 = torch.float32
-        dx = scaled(torch.ops.cute_gemm.mm(g, weight, out_dtype=f32)) if ctx.needs_input_grad[0] else None
-        dw = scaled(torch.ops.cute_gemm.mm(g.t(), x, out_dtype=f32)) if ctx.needs_input_grad[1] else None
-        db = scaled(g.sum(0, dtype=f32)) if ctx.needs_input_grad[2] else None
+        dw, db = torch.ops.cute_gemm.mm(g.t(), x) if ctx.needs_input_grad[1] else None, None
+    if ctx.reduction != "none":
+        for grad in (dx, dw, db):
+            if grad is not None:
+                grad.mul_(grad_loss)
     return dx, (dw if ctx.needs_input_grad[1] else None), db, None, None, None
 
 
