@@ -128,7 +128,7 @@ SCHEMAS = {
                         "-> Tensor",
     "mm_row_sums.default": "cute_gemm::mm_row_sums(Tensor a, Tensor b) -> (Tensor, Tensor)",
     "softmax_cross_entropy_.default": "cute_gemm::softmax_cross_entropy_(Tensor(a!) logits, Tensor target, "
-                                      "int ignore_index) -> Tensor",
+                                      "int ignore_index, Tensor? scale=None) -> Tensor",
 }
 
 
