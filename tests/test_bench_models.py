@@ -109,6 +109,7 @@ def test_kernel_names_counted_as_gemm():
     assert bench.is_gemm_kernel("nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNN")
     assert not bench.is_gemm_kernel("void at::native::elementwise_kernel<128, 4, gemm_like>")
     assert not bench.is_gemm_kernel("flash_fwd_kernel")
+    assert not bench.is_gemm_kernel("void cute_gemm::(anonymous namespace)::softmax_xent_kernel<__nv_bfloat16, 8>")
 
 
 def test_without_a_gpu_it_says_so_in_one_sentence():
