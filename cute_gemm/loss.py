@@ -126,26 +126,32 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad_loss, _grad_of_gradient):
     # The saved g is the loss's gradient with respect to the logits in the inputs' dtype, so the
     # gradients are 16-bit GEMMs over it, as torch's. The upstream gradient scales g's rows into a
-    # new tensor for "none" (in float32, rounded once; g stays valid for another backward), else
-    # the GEMMs' results: a factor on the GPU (no host sync) that is 1 for loss.backward(), where
-    # the product is exact.
+    # new tensor for "none" (in float32, rounded once; g stays valid for another backward), else it
+    # is one factor s on the GPU (no host sync; 1 for loss.backward(), where every product with it
+    # is exact) that scales d x, d bias and, for d W = g^T (x s), x: tokens x in_features elements
+    # rather than d W's classes x in_features (a sixth at GPT-2-medium's 50,304 classes and 8192
+    # tokens), through torch's strided kernel for a 0-dim CUDA factor. Not in float16, where x s
+    # could pass 65504 where d W does not.
     if grad_loss is None:
         return None, None, None, None, None, None
     if torch.is_grad_enabled():  # only inside a create_graph=True backward
         raise RuntimeError("linear_cross_entropy: double backward (create_graph=True) is not supported; "
                            "use F.cross_entropy(F.linear(x, weight, bias).float(), target) for it")
     x, weight, g = ctx.saved_tensors
-    if ctx.reduction == "none":
+    s = None if ctx.reduction == "none" else grad_loss
+    if s is None:
         g = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g))
+    x_scaled = s is not None and ctx.needs_input_grad[1] and x.dtype != torch.float16
+    xs = x * s if x_scaled else x
     dx = torch.ops.cute_gemm.mm(g, weight) if ctx.needs_input_grad[0] else None
     if ctx.needs_input_grad[2]:
-        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), x)
+        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), xs)
     else:
-        dw, db = torch.ops.cute_gemm.mm(g.t(), x) if ctx.needs_input_grad[1] else None, None
-    if ctx.reduction != "none":
-        for grad in (dx, dw, db):
+        dw, db = torch.ops.cute_gemm.mm(g.t(), xs) if ctx.needs_input_grad[1] else None, None
+    if s is not None:
+        for grad in (dx, None if x_scaled else dw, db):
             if grad is not None:
-                grad.mul_(grad_loss)
+                grad.mul_(s)
     return dx, (dw if ctx.needs_input_grad[1] else None), db, None, None, None
 
 
