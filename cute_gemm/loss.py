@@ -76,18 +76,23 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, target: torch.Te
 @torch.library.custom_op("cute_gemm::linear_cross_entropy", mutates_args=())
 def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
                           ignore_index: int, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the loss, its gradient with respect to the logits) for x (N, K), the gradient of each row's
-    loss for "none": the second output is what backward multiplies; linear_cross_entropy drops it."""
+    """(the loss, g) for x (N, K): g is the loss's gradient with respect to the logits for "mean" in
+    bfloat16 and float32, else that of the summed loss (of each row's, for "none"). It is what
+    backward multiplies; linear_cross_entropy drops it."""
     logits = _logits_buffer(x, weight)
     if bias is None:
         torch.ops.cute_gemm.mm.out(x, weight.t(), out=logits)
     else:
         torch.ops.cute_gemm.addmm.out(bias, x, weight.t(), out=logits)
-    if reduction != "mean":
+    if reduction != "mean" or x.dtype == torch.float16:
         rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index)  # logits -> gradient
-        return (rows if reduction == "none" else rows.sum()), logits
+        if reduction == "none":
+            return rows, logits
+        return (rows.sum() / (target != ignore_index).sum() if reduction == "mean" else rows.sum()), logits
     # The mean's 1 / count scales the gradient in the kernel, in float32 before its one rounding, as
-    # torch's loss scales its float32 gradient before the copy back to 16 bits.
+    # torch's loss scales its float32 gradient before the copy back to 16 bits. Not in float16: there
+    # most of (softmax - onehot) / count is below its smallest subnormal, and an upstream factor
+    # applied later (a GradScaler's 2^16, say) could not bring it back.
     count = (target != ignore_index).sum()
     scale = count.clamp_min(1).float().reciprocal()  # all ignored: g is zeros, the loss 0 / 0 = NaN as torch's
     rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index, scale)
@@ -117,42 +122,65 @@ def _softmax_cross_entropy_fake(logits, target, ignore_index, scale=None):
 
 def _setup_context(ctx, inputs, output):
     x, weight, bias, target, ignore_index, reduction = inputs
-    ctx.save_for_backward(x, weight, output[1])
-    ctx.reduction = reduction
+    ctx.save_for_backward(x, weight, target, output[1])
+    ctx.ignore_index, ctx.reduction = ignore_index, reduction
     ctx.mark_non_differentiable(output[1])
     ctx.set_materialize_grads(False)  # else autograd hands backward an (N, V) tensor of zeros for output[1]
 
 
 def _backward(ctx, grad_loss, _grad_of_gradient):
-    # The saved g is the loss's gradient with respect to the logits in the inputs' dtype, so the
-    # gradients are 16-bit GEMMs over it, as torch's. The upstream gradient scales g's rows into a
-    # new tensor for "none" (in float32, rounded once; g stays valid for another backward), else it
-    # is one factor s on the GPU (no host sync; 1 for loss.backward(), where every product with it
-    # is exact) that scales d x, d bias and, for d W = g^T (x s), x: tokens x in_features elements
-    # rather than d W's classes x in_features (a sixth at GPT-2-medium's 50,304 classes and 8192
-    # tokens), through torch's strided kernel for a 0-dim CUDA factor. Not in float16, where x s
-    # could pass 65504 where d W does not.
+    # The saved g is the loss's gradient with respect to the logits in the inputs' dtype; the
+    # upstream gradient scales g's rows into a new tensor for "none" (in float32, rounded once; g
+    # stays valid for another backward), else it is one factor s on the GPU (no host sync; 1 for
+    # loss.backward(), where every product with it is exact).
     if grad_loss is None:
         return None, None, None, None, None, None
     if torch.is_grad_enabled():  # only inside a create_graph=True backward
         raise RuntimeError("linear_cross_entropy: double backward (create_graph=True) is not supported; "
                            "use F.cross_entropy(F.linear(x, weight, bias).float(), target) for it")
-    x, weight, g = ctx.saved_tensors
-    s = None if ctx.reduction == "none" else grad_loss
-    if s is None:
-        g = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g))
-    x_scaled = s is not None and ctx.needs_input_grad[1] and x.dtype != torch.float16
-    xs = x * s if x_scaled else x
-    dx = torch.ops.cute_gemm.mm(g, weight) if ctx.needs_input_grad[0] else None
-    if ctx.needs_input_grad[2]:
-        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), xs)
+    x, weight, target, g = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    if ctx.reduction == "none":
+        g, s = torch.mul(g, grad_loss[:, None], out=torch.empty_like(g)), None
+    elif g.dtype == torch.float16:
+        return _float16_backward(ctx, grad_loss, x, weight, target, g)
     else:
-        dw, db = torch.ops.cute_gemm.mm(g.t(), xs) if ctx.needs_input_grad[1] else None, None
+        s = grad_loss
+    # 16-bit GEMMs over g, as torch's; s scales x before d W = g^T (x s): tokens x in_features
+    # elements rather than d W's classes x in_features (a sixth at GPT-2-medium's 50,304 classes and
+    # 8192 tokens), through torch's strided kernel for a 0-dim CUDA factor.
+    xs = x * s if s is not None and need_w else x
+    dx = torch.ops.cute_gemm.mm(g, weight) if need_x else None
+    dw = db = None
+    if need_w and need_b:
+        dw, db = torch.ops.cute_gemm.mm_row_sums(g.t(), xs)
+    elif need_w:
+        dw = torch.ops.cute_gemm.mm(g.t(), xs)
+    elif need_b:
+        db = g.sum(0)
     if s is not None:
-        for grad in (dx, None if x_scaled else dw, db):
+        for grad in (dx, db):
             if grad is not None:
                 grad.mul_(s)
-    return dx, (dw if ctx.needs_input_grad[1] else None), db, None, None, None
+    return dx, dw, db, None, None, None
+
+
+def _float16_backward(ctx, grad_loss, x, weight, target, g):
+    # float16's g is unscaled (see the forward): the GEMMs write float32, which s / count scales
+    # before their one rounding, as torch rounds (softmax - onehot) * s / count once. A 16-bit
+    # g^T x, unscaled, passes 65504 where a frequent class meets large features.
+    f = grad_loss.float()
+    if ctx.reduction == "mean":  # every target ignored: g is zeros, and so are the gradients
+        f = f / (target != ctx.ignore_index).sum().clamp_min(1)
+
+    def scaled(t):
+        return torch.mul(t, f, out=torch.empty_like(t, dtype=g.dtype))
+
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    dx = scaled(torch.ops.cute_gemm.mm(g, weight, out_dtype=torch.float32)) if need_x else None
+    dw = scaled(torch.ops.cute_gemm.mm(g.t(), x, out_dtype=torch.float32)) if need_w else None
+    db = scaled(g.sum(0, dtype=torch.float32)) if need_b else None
+    return dx, dw, db, None, None, None
 
 
 _linear_cross_entropy.register_autograd(_backward, setup_context=_setup_context)

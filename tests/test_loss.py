@@ -163,20 +163,59 @@ def test_every_target_ignored_gives_zero_gradients_as_torch():
     assert loss.isnan() and (gx == 0).all() and (gw == 0).all()
 
 
+def float64_grads(x, w, b, t, reduction, up):
+    leaves = [v.detach().double().requires_grad_() if v is not None else None for v in (x, w, b)]
+    loss = F.cross_entropy(F.linear(*leaves), t, reduction=reduction)
+    wanted = [v64 for v, v64 in zip((x, w, b), leaves) if v is not None and v.requires_grad]
+    return torch.autograd.grad(loss, wanted, up.double())
+
+
 @gpu
-def test_float16_weight_gradient_of_a_frequent_class_stays_finite():
+@pytest.mark.parametrize("reduction, up", [("mean", 1.0), ("sum", 1 / 4096)])
+def test_float16_weight_gradient_of_a_frequent_class_stays_finite(reduction, up):
     # 4096 rows of class 0 with features of 100: g^T x summed unscaled would be about -4e5, past
-    # float16's 65504; the mean's gradient is about -100.
+    # float16's 65504; the mean's gradient, and the sum's over the tokens' count (a loss divided by
+    # the batch's tokens), are about -100.
     x = torch.full((4096, 64), 100.0, device="cuda", dtype=torch.float16).requires_grad_()
     w = (torch.randn(300, 64, device="cuda") * 1e-3).half().requires_grad_()
     t = torch.zeros(4096, dtype=torch.long, device="cuda")
-    gw, = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t), [w])
-    gw_torch, = torch.autograd.grad(torch_way(x, w, None, t, "mean"), [w])
-    w64 = w.detach().double().requires_grad_()
-    ref, = torch.autograd.grad(F.cross_entropy(F.linear(x.detach().double(), w64), t), [w64])
+    up = torch.tensor(up, device="cuda")
+    gw, = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t, reduction=reduction), [w], up)
+    gw_torch, = torch.autograd.grad(torch_way(x, w, None, t, reduction), [w], up)
+    ref, = float64_grads(x.detach(), w, None, t, reduction, up)
     # Within twice torch's error: g (about 1/300 / 4096 off the target) is subnormal in float16,
     # in torch's gradient of the logits too.
     assert gw.isfinite().all() and rel_err(gw, ref) <= 2 * rel_err(gw_torch, ref) + 1e-3
+
+
+@gpu
+def test_float16_under_a_grad_scalers_factor_as_torch():
+    # A GradScaler's 2^16 on the mean over 2048 tokens: (softmax - onehot) / 2048 is mostly below
+    # float16's smallest subnormal, so it must meet the factor before it is rounded.
+    x, w, _, t = inputs(2048, 8192, 64, torch.float16)
+    up = torch.tensor(2.0 ** 16, device="cuda")
+    ours = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t), [x, w], up)
+    want = torch.autograd.grad(torch_way(x, w, None, t, "mean"), [x, w], up)
+    for name, g, g_torch, g_ref in zip(("x", "weight"), ours, want, float64_grads(x, w, None, t, "mean", up)):
+        err, err_torch = rel_err(g, g_ref), rel_err(g_torch, g_ref)
+        assert g.isfinite().all() and err <= 2 * err_torch + torch.finfo(torch.float16).eps, (name, err, err_torch)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("needs", ["x", "w", "b", "wb", "xb"])
+def test_only_the_gradients_asked_for(dtype, reduction, needs):
+    x, w, b, t = (v.detach() for v in inputs(129, 1000, 64, dtype, bias=True))
+    for name, v in zip("xwb", (x, w, b)):
+        v.requires_grad_(name in needs)
+    params = [v for v in (x, w, b) if v.requires_grad]
+    up = torch.tensor(0.75, device="cuda")
+    ours = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t, b, reduction=reduction), params, up)
+    want = torch.autograd.grad(torch_way(x, w, b, t, reduction), params, up)
+    for g, g_torch, g_ref in zip(ours, want, float64_grads(x, w, b, t, reduction, up)):
+        err, err_torch = rel_err(g, g_ref), rel_err(g_torch, g_ref)
+        assert g.dtype == dtype and err <= 2 * err_torch + torch.finfo(dtype).eps, (needs, err, err_torch)
 
 
 @gpu
