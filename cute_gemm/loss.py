@@ -84,19 +84,18 @@ def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
         torch.ops.cute_gemm.mm.out(x, weight.t(), out=logits)
     else:
         torch.ops.cute_gemm.addmm.out(bias, x, weight.t(), out=logits)
-    if reduction != "mean" or x.dtype == torch.float16:
-        rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index)  # logits -> gradient
-        if reduction == "none":
-            return rows, logits
-        return (rows.sum() / (target != ignore_index).sum() if reduction == "mean" else rows.sum()), logits
     # The mean's 1 / count scales the gradient in the kernel, in float32 before its one rounding, as
     # torch's loss scales its float32 gradient before the copy back to 16 bits. Not in float16: there
     # most of (softmax - onehot) / count is below its smallest subnormal, and an upstream factor
     # applied later (a GradScaler's 2^16, say) could not bring it back.
-    count = (target != ignore_index).sum()
-    scale = count.clamp_min(1).float().reciprocal()  # all ignored: g is zeros, the loss 0 / 0 = NaN as torch's
-    rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index, scale)
-    return rows.sum() / count, logits
+    count = (target != ignore_index).sum() if reduction == "mean" else None
+    scale = None
+    if count is not None and x.dtype != torch.float16:
+        scale = count.clamp_min(1).float().reciprocal()  # all ignored: g is zeros, the loss 0 / 0 = NaN as torch's
+    rows = torch.ops.cute_gemm.softmax_cross_entropy_(logits, target, ignore_index, scale)  # logits -> gradient
+    if reduction == "none":
+        return rows, logits
+    return (rows.sum() / count if count is not None else rows.sum()), logits
 
 
 @_linear_cross_entropy.register_fake

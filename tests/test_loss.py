@@ -45,6 +45,14 @@ def losses_and_grads(fn, x, w, b, t, reduction):
     return loss, torch.autograd.grad(loss, params, up.to(loss.dtype)), up
 
 
+def float64_reference(x, w, b, t, reduction, up):
+    """The loss in float64 and its gradients for up, of those of x, w, b that require grad."""
+    leaves = [v.detach().double().requires_grad_() if v is not None else None for v in (x, w, b)]
+    loss = F.cross_entropy(F.linear(*leaves), t, reduction=reduction)
+    wanted = [v64 for v, v64 in zip((x, w, b), leaves) if v is not None and v.requires_grad]
+    return loss.detach(), torch.autograd.grad(loss, wanted, up.double())
+
+
 def ours(x, w, b, t, reduction):
     return cute_gemm.linear_cross_entropy(x, w, t, b, reduction=reduction)
 
@@ -102,10 +110,7 @@ def test_matches_float64(dtype, reduction, n, v, d, bias, ignored):
     loss, grads, up = losses_and_grads(ours, x, w, b, t, reduction)
     want, want_grads, _ = losses_and_grads(torch_way, x, w, b, t, reduction)
     assert loss.dtype == torch.float32 and loss.shape == want.shape
-    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
-    b64 = None if b is None else b.detach().double().requires_grad_()
-    ref = F.cross_entropy(F.linear(x64, w64, b64), t, reduction=reduction)
-    ref_grads = torch.autograd.grad(ref, [x64, w64] + ([b64] if b is not None else []), up.double())
+    ref, ref_grads = float64_reference(x, w, b, t, reduction, up)
     # Within twice torch's own error (the logits rounded to dtype), plus float32's floor; the
     # gradients plus the dtype's epsilon, which one element's rounding reaches at the smallest
     # sizes (g is rounded before the upstream gradient's scaling, torch's after; the GEMMs sum in
@@ -163,13 +168,6 @@ def test_every_target_ignored_gives_zero_gradients_as_torch():
     assert loss.isnan() and (gx == 0).all() and (gw == 0).all()
 
 
-def float64_grads(x, w, b, t, reduction, up):
-    leaves = [v.detach().double().requires_grad_() if v is not None else None for v in (x, w, b)]
-    loss = F.cross_entropy(F.linear(*leaves), t, reduction=reduction)
-    wanted = [v64 for v, v64 in zip((x, w, b), leaves) if v is not None and v.requires_grad]
-    return torch.autograd.grad(loss, wanted, up.double())
-
-
 @gpu
 @pytest.mark.parametrize("reduction, up", [("mean", 1.0), ("sum", 1 / 4096)])
 def test_float16_weight_gradient_of_a_frequent_class_stays_finite(reduction, up):
@@ -182,7 +180,7 @@ def test_float16_weight_gradient_of_a_frequent_class_stays_finite(reduction, up)
     up = torch.tensor(up, device="cuda")
     gw, = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t, reduction=reduction), [w], up)
     gw_torch, = torch.autograd.grad(torch_way(x, w, None, t, reduction), [w], up)
-    ref, = float64_grads(x.detach(), w, None, t, reduction, up)
+    _, (ref,) = float64_reference(x.detach(), w, None, t, reduction, up)
     # Within twice torch's error: g (about 1/300 / 4096 off the target) is subnormal in float16,
     # in torch's gradient of the logits too.
     assert gw.isfinite().all() and rel_err(gw, ref) <= 2 * rel_err(gw_torch, ref) + 1e-3
@@ -196,7 +194,7 @@ def test_float16_under_a_grad_scalers_factor_as_torch():
     up = torch.tensor(2.0 ** 16, device="cuda")
     ours = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t), [x, w], up)
     want = torch.autograd.grad(torch_way(x, w, None, t, "mean"), [x, w], up)
-    for name, g, g_torch, g_ref in zip(("x", "weight"), ours, want, float64_grads(x, w, None, t, "mean", up)):
+    for name, g, g_torch, g_ref in zip(("x", "weight"), ours, want, float64_reference(x, w, None, t, "mean", up)[1]):
         err, err_torch = rel_err(g, g_ref), rel_err(g_torch, g_ref)
         assert g.isfinite().all() and err <= 2 * err_torch + torch.finfo(torch.float16).eps, (name, err, err_torch)
 
@@ -213,7 +211,7 @@ def test_only_the_gradients_asked_for(dtype, reduction, needs):
     up = torch.tensor(0.75, device="cuda")
     ours = torch.autograd.grad(cute_gemm.linear_cross_entropy(x, w, t, b, reduction=reduction), params, up)
     want = torch.autograd.grad(torch_way(x, w, b, t, reduction), params, up)
-    for g, g_torch, g_ref in zip(ours, want, float64_grads(x, w, b, t, reduction, up)):
+    for g, g_torch, g_ref in zip(ours, want, float64_reference(x, w, b, t, reduction, up)[1]):
         err, err_torch = rel_err(g, g_ref), rel_err(g_torch, g_ref)
         assert g.dtype == dtype and err <= 2 * err_torch + torch.finfo(dtype).eps, (needs, err, err_torch)
 
