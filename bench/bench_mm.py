@@ -65,7 +65,7 @@ DEFAULT_LAYOUTS = ["nn", "nt", "tn"]
 FAMILIES = ("auto", "sm80", "sm90")
 KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM80_CONFIG", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_AUTOTUNE",
          "CUTE_GEMM_STREAM_K", "CUTE_GEMM_SPLITS", "CUTE_GEMM_PDL", "CUTE_GEMM_NARROW", "CUTE_GEMM_SWAP_CONFIG",
-         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW", "CUTE_GEMM_L2_HINT", "CUTE_GEMM_ROW_SUMS")
+         "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_SM90_NARROW", "CUTE_GEMM_L2_HINT", "CUTE_GEMM_ROW_SUMS", "CUTE_GEMM_GEMV")
 # Variants named by a word rather than a family: the knobs each sets.
 NAMED_VARIANTS = {
     "tuned": {"CUTE_GEMM_AUTOTUNE": "1"},  # the autotune cache's pick
@@ -83,6 +83,8 @@ NAMED_VARIANTS = {
     "l2last": {"CUTE_GEMM_L2_HINT": "2"},    # ... and the other evict-last
     "fasthbm": {"CUTE_GEMM_FAST_HBM": "1"},  # the sm90 chooser's rules for fast HBM (the H200's; auto: by the GPU's bandwidth)
     "slowhbm": {"CUTE_GEMM_FAST_HBM": "0"},  # ... and its rules for the H100's
+    "gemv": {"CUTE_GEMM_GEMV": "1"},    # the decode GEMV wherever it can run (auto: where its rule takes it)
+    "nogemv": {"CUTE_GEMM_GEMV": "0"},  # ... and never: the tile kernels
 }
 TORCH = "torch.mm"
 TRITON = "triton"
@@ -247,6 +249,7 @@ def parse_args(argv=None):
                            "l2normal / l2first / l2last (the sm90 TMA loads' L2 hints: none, an operand read once "
                            "evict-first, and the other evict-last), "
                            "fasthbm / slowhbm (the sm90 chooser's rules for the H200's HBM or the H100's), "
+                           "gemv / nogemv (the decode GEMV wherever it can run / never), "
                            "a family, "
                            "family:row of its configs.h, or sm90:row/splits (1 to 64 K slices); settings joined "
                            "by + combine (sm80+nonarrow)")
@@ -671,6 +674,8 @@ def plan_text(plan) -> str:
     """cute_gemm.explain()'s plan in a few words: family, tile row, K slices, stream-K, swapped."""
     if plan.get("route") != "kernel":
         return plan.get("route", "?")
+    if plan.get("family") == "gemv":  # the decode GEMV: no tile row
+        return "gemv"
     extra = (f"/{plan['splits']}" if plan["splits"] > 1 else "") + (" sk" if plan["stream_k_tiles"] else "")
     return f"{plan['family']} row {plan['row']}{extra}{' swapped' if plan['swapped'] else ''}"
 

@@ -83,7 +83,7 @@ SECTIONS = ("fused", "mlp", "gated", "bias", "loss")
 # reads (csrc/gated_plan.cpp): a variant setting any other would time the rule under another name.
 GATED_ROWS = ("0", "1", "2", "4")
 GATED_KNOBS = ("CUTE_GEMM_FAMILY", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_SPLITS", "CUTE_GEMM_STREAM_K", "CUTE_GEMM_PDL",
-               "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_L2_HINT")
+               "CUTE_GEMM_FAST_HBM", "CUTE_GEMM_L2_HINT", "CUTE_GEMM_GEMV")
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 TARGET = 1.1  # the fused epilogue should save at least this much over the unfused pair
 
@@ -99,7 +99,7 @@ def parse_mlp(text: str) -> tuple[int, int, int]:
 
 def parse_gated_variants(text: str) -> list[str]:
     """bench_mm.py's variants, limited to those gated_mm honours: the sm90 family, its gated rows, K
-    slices, the stream-K tail, PDL, the HBM rules and the L2 hints."""
+    slices, the stream-K tail, PDL, the HBM rules, the L2 hints and the decode GEMV."""
     variants = bench_mm.parse_variants(text)
     for v in variants:
         env = bench_mm.variant_env(v)
@@ -107,7 +107,7 @@ def parse_gated_variants(text: str) -> list[str]:
                 or env.get("CUTE_GEMM_SM90_CONFIG", "0") not in GATED_ROWS):
             raise argparse.ArgumentTypeError(
                 f"variant '{v}' is not one gated_mm runs: auto, sk, nosk, nopdl, l2normal, l2first, l2last, fasthbm, "
-                f"slowhbm, splits:S, sm90:N or sm90:N/S with N a gated row ({', '.join(GATED_ROWS)}), or such joined by '+'")
+                f"slowhbm, gemv, nogemv, splits:S, sm90:N or sm90:N/S with N a gated row ({', '.join(GATED_ROWS)}), or such joined by '+'")
     return variants
 
 

@@ -21,6 +21,11 @@ std::string describe(const Plan& plan, const Problem& p) {
   // mm_row_sums: who sums A's rows, the GEMM's kernel or torch after it.
   if (p.row_sums) line("row_sums", plan.row_sums ? "kernel" : "torch");
   if (plan.route != Plan::Route::kKernel) return s;
+  if (plan.gemv) {  // the decode GEMV (gemv.h): no tiles, slices or TMA; operands and C in place
+    line("family", "gemv");
+    line("rows", num(plan.rows));
+    return s;
+  }
   line("family", plan.sm90 ? (plan.sm90_narrow ? "sm90 narrow" : "sm90") : (plan.narrow ? "sm80 narrow" : "sm80"));
   line("tf32", plan.tf32 ? "true" : "false");
   line("row", num(plan.cfg));

@@ -126,6 +126,7 @@ Overrides read_overrides() {
   o.act_offload = env_int("CUTE_GEMM_ACT_OFFLOAD", 0, 1);
   o.l2_hint = env_int("CUTE_GEMM_L2_HINT", 0, 2);
   o.row_sums = env_int("CUTE_GEMM_ROW_SUMS", 0, 1);
+  o.gemv = env_int("CUTE_GEMM_GEMV", 0, 1);
   return o;
 }
 

@@ -43,6 +43,7 @@ struct Overrides {
   int group_m = -1, act_offload = -1;
   int l2_hint = -1;
   int row_sums = -1;  // 0: mm_row_sums's sums by torch after the GEMM (compared with the kernel's)
+  int gemv = -1;      // the decode GEMV: 0 never, 1 wherever it can run (plan.cpp, choose_gemv)
 };
 
 // What plan_for needs to know of the GPU and of this build.
@@ -78,6 +79,10 @@ struct Problem {
   Device device;
 };
 
+// The most rows of A the decode GEMV takes (gemv.h): its kernels keep a row's sums in registers,
+// instantiated for 1, 2, 4 and 8 rows (a call of 3 rows runs the 4-row kernel).
+inline constexpr int kGemvMostRows = 8;
+
 struct Plan {
   // Where the call goes. kNothing: an empty result; kTorch: torch's own ops in fp32 (`rule` says why).
   enum class Route { kNothing, kTorch, kKernel } route = Route::kKernel;
@@ -86,6 +91,7 @@ struct Plan {
   bool narrow = false;       // the SM80 narrow kernels (4-byte cp.async)
   bool sm90_narrow = false;  // the SM90 rows' narrow kernels
   bool swap = false;         // the swapped decode path: C^T = B^T A^T
+  bool gemv = false;         // the decode GEMV on the CUDA cores (gemv.h): no tile row, no K slices
   // X: read in place, copied to one aligned row (a strided or misaligned bias), or to rows.
   enum class XCopy { kNone, kRow, kRows } x_copy = XCopy::kNone;
   bool fold = false;  // batches of A stacked into one (L*M, K) problem against a broadcast B

@@ -33,10 +33,10 @@ int main() {
   long long m, n, k, l;
   int ak, bn, elem, c_f32, allow_tf32, major, sms, peak, a_mis, b_bcast, x_kind, act;
   int family, sm90_config, sm80_config, splits, narrow, sm90_narrow, stream_k, act_offload, gated, l2_hint, row_sums;
-  int autotune, row_sums_knob;
+  int autotune, row_sums_knob, gemv;
   while (std::cin >> m >> n >> k >> l >> ak >> bn >> elem >> c_f32 >> allow_tf32 >> major >> sms >> peak >> a_mis >>
          b_bcast >> x_kind >> act >> family >> sm90_config >> sm80_config >> splits >> narrow >> sm90_narrow >> stream_k >>
-         act_offload >> gated >> l2_hint >> row_sums >> autotune >> row_sums_knob) {
+         act_offload >> gated >> l2_hint >> row_sums >> autotune >> row_sums_knob >> gemv) {
     Problem p;
     p.a = view(l, m, k, ak, elem, false);  // ak: A K-major (a row-major (M, K))
     p.a.addr = a_mis ? 2 : 0;
@@ -75,6 +75,7 @@ int main() {
     o.l2_hint = l2_hint;
     o.autotune = autotune;
     o.row_sums = row_sums_knob;
+    o.gemv = gemv;
     const Plan plan = plan_for(p, o);
     std::string s = describe(plan, p);
     for (char& ch : s) if (ch == '\n') ch = '|';
@@ -86,7 +87,7 @@ int main() {
 H200 = dict(major=9, sms=132, peak=4915)
 DEFAULTS = dict(l=1, ak=1, bn=1, elem=2, c_f32=0, allow_tf32=0, **H200, a_mis=0, b_bcast=0, x_kind=0, act=0,
                 family=0, sm90_config=-1, sm80_config=-1, splits=-1, narrow=-1, sm90_narrow=-1, stream_k=-1,
-                act_offload=-1, gated=0, l2_hint=-1, row_sums=0, autotune=0, row_sums_knob=-1)
+                act_offload=-1, gated=0, l2_hint=-1, row_sums=0, autotune=0, row_sums_knob=-1, gemv=-1)
 FIELDS = ["m", "n", "k", *DEFAULTS]
 
 
@@ -220,8 +221,8 @@ def test_l2_hint(plan_of):
     assert plan_of(1, 4096, 4096)["l2_hint"] == "1"
     assert plan_of(1, 4096, 4096, l2_hint=0)["l2_hint"] == "0"
     assert plan_of(1, 4096, 4096, l2_hint=2)["l2_hint"] == "2"
-    assert plan_of(1, 14336, 4096, bn=0, gated=1)["l2_hint"] == "1"
-    assert plan_of(1, 14336, 4096, bn=0, gated=1, l2_hint=2)["l2_hint"] == "2"
+    assert plan_of(64, 14336, 4096, bn=0, gated=1)["l2_hint"] == "1"
+    assert plan_of(64, 14336, 4096, bn=0, gated=1, l2_hint=2)["l2_hint"] == "2"
     assert plan_of(256, 256, 256, major=8, sms=108)["l2_hint"] == "0"
     assert plan_of(256, 256, 256, major=8, sms=108, l2_hint=1)["l2_hint"] == "0"
 
@@ -265,15 +266,15 @@ def test_gated_plan(plan_of):
                                  (65, 14336, 4096, 0, 1), (256, 1024, 4096, 1, 4),
                                  (1, 14336, 4096, 4, 1), (64, 14336, 4096, 4, 1), (1, 28672, 8192, 4, 1),
                                  (16, 1024, 4096, 4, 1), (1, 8, 64, 4, 1)]:
-        p = plan_of(m, n, k, bn=0, gated=1)
+        p = plan_of(m, n, k, bn=0, gated=1, gemv=0)  # (the decode GEMV takes M <= 4 by default)
         assert (p["route"], p["family"], p["row"], p["splits"], p["stream_k_tiles"], p["a"], p["b"]) == (
             "kernel", "sm90", str(row), str(splits), "0", "K-major, in place", "K-major, in place"), (m, n, k, p)
         assert p["rule"].startswith("gated")
     pinned = plan_of(1, 14336, 4096, bn=0, gated=1, sm90_config=1, splits=2)
     assert (pinned["row"], pinned["splits"], pinned["rule"]) == ("1", "2", "gated: pinned (CUTE_GEMM_SM90_CONFIG)")
     # A stream-K tail only where the knob forces it: 1 x 14336 on row 4 is 224 tiles of 64x128.
-    assert plan_of(1, 14336, 4096, bn=0, gated=1)["stream_k_tiles"] == "0"
-    assert int(plan_of(1, 14336, 4096, bn=0, gated=1, stream_k=1)["stream_k_tiles"]) > 0
+    assert plan_of(1, 14336, 4096, bn=0, gated=1, gemv=0)["stream_k_tiles"] == "0"
+    assert int(plan_of(1, 14336, 4096, bn=0, gated=1, gemv=0, stream_k=1)["stream_k_tiles"]) > 0
     for fields, why in [(dict(bn=1), "operands"), (dict(a_mis=1), "operands"), (dict(gated=2), "operands"),
                         (dict(elem=4, allow_tf32=1), "float32"), (dict(major=8), "sm90 family")]:
         p = plan_of(256, 1024, 512, **{"bn": 0, "gated": 1, **fields})
@@ -281,6 +282,42 @@ def test_gated_plan(plan_of):
     assert plan_of(256, 1028, 512, bn=0, gated=1)["rule"].startswith("gated: C rows")
     assert plan_of(256, 1024, 0, bn=0, gated=1)["route"] == "torch"
 
+
+@needs_cxx
+def test_decode_gemv(plan_of):
+    """The decode GEMV (plan.cpp, choose_gemv): x @ w.t() with at most 4 rows on sm_90, 16-bit, one
+    problem, A's rows and B's columns (the weight's rows) K-contiguous and 16-byte aligned; gated_mm
+    alike; CUTE_GEMM_GEMV=1 takes it wherever it can run (up to 8 rows, any GPU), 0 never, and a knob
+    that pins a family, row or slice count keeps the tile kernels."""
+    def family(m, n, k, **f):
+        p = plan_of(m, n, k, **{"bn": 0, **f})
+        return p.get("family"), p["rule"]
+
+    for m in (1, 2, 3, 4):
+        for n, k in ((4096, 4096), (6144, 4096), (4096, 14336), (7, 1), (1, 4104)):
+            fam, rule = family(m, n, k)
+            assert fam == "gemv" and "GEMV" in rule, (m, n, k, rule)
+    assert family(1, 14336, 4096, gated=1)[0] == "gemv"
+    assert family(1, 4096, 4096, x_kind=1)[0] == "gemv"  # a bias (any X: read element by element)
+    assert family(1, 4096, 4096, c_f32=1)[0] == "gemv"
+    assert family(5, 4096, 4096)[0] == "sm90"  # the rule's rows
+    assert family(5, 4096, 4096, gemv=1)[0] == "gemv" and family(8, 4096, 4096, gemv=1)[0] == "gemv"
+    assert family(9, 4096, 4096, gemv=1)[0] == "sm90"  # past the kernels' rows
+    assert family(1, 4096, 4096, gemv=0)[0] == "sm90"
+    assert family(1, 4096, 4096, major=8, sms=108, peak=2039)[0] == "sm80"  # measured on sm_90 only
+    assert family(1, 4096, 4096, major=8, sms=108, peak=2039, gemv=1)[0] == "gemv"
+    for pin in (dict(family=1), dict(family=2), dict(sm90_config=4), dict(sm80_config=1), dict(splits=2)):
+        assert family(1, 4096, 4096, **pin)[0] != "gemv", pin
+        assert family(1, 4096, 4096, gemv=1, **pin)[0] == "gemv", pin
+    # What it cannot read: B N-major (x @ w), A or B off 16 bytes (an odd K of a contiguous weight),
+    # float32, batches, a misaligned up weight.
+    assert family(1, 4096, 4096, bn=1)[0] != "gemv"
+    assert family(1, 4096, 4095)[0] != "gemv" and family(2, 4096, 4100, a_mis=1)[0] != "gemv"
+    assert family(1, 4096, 4096, elem=4, allow_tf32=1)[0] != "gemv"
+    assert family(1, 4096, 4096, l=2)[0] != "gemv"
+    assert family(1, 14336, 4096, gated=2)[0] != "gemv"
+    # M-major A with one row is a K-contiguous row; with two rows it is not.
+    assert family(1, 4096, 4096, ak=0)[0] == "gemv" and family(2, 4096, 4096, ak=0)[0] != "gemv"
 
 @needs_cxx
 def test_row_sums_in_the_kernel_where_it_can(plan_of):

@@ -1,0 +1,151 @@
+"""The decode GEMV (csrc/gemv.cu; csrc/plan.cpp, choose_gemv): a few rows of x against a weight's
+rows, x @ w.t(), on the CUDA cores. Against float64 over rows, odd sizes, padded rows, every
+epilogue and gated_mm; where the rule takes it; C written through any strides."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cute_gemm
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float16, torch.bfloat16]
+DTYPE_IDS = ["f16", "bf16"]
+# ||out - ref|| / ||ref||: the output's rounding dominates (fp32 sums); float32 outputs carry only
+# the sums' own error.
+REL_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-4}
+ACTS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"), "silu": F.silu}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def rows(n, k, dtype, pad=0):
+    """An (n, k) operand whose rows start on 16-byte boundaries at any k: a view of the first k
+    columns of rows padded to a multiple of 8 elements (plus pad more)."""
+    width = -(-k // 8) * 8 + pad
+    return torch.randn(n, width, device="cuda").to(dtype)[:, :k]
+
+
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def poisoned(shape, dtype, call):
+    """call()'s result, allocated where a NaN-filled block of its size was just freed."""
+    poison = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+    del poison
+    return call()
+
+
+def gemv_family(*args, **kwargs):
+    return cute_gemm.explain(*args, **kwargs)["family"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("n, k", [(1, 1), (7, 7), (129, 127), (4097, 129), (3, 4104), (256, 8192), (1000, 2050)])
+def test_gemv_matches_float64(monkeypatch, m, n, k, dtype):
+    """Every row count the kernels have (1, 2, 4, 8, and 3 and 5 on the next ones), K below one
+    16-byte load, not a whole number of them, and long; as many weight rows as warps or far more."""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
+    x, w = rows(m, k, dtype), rows(n, k, dtype, pad=8)
+    assert gemv_family(x, w.t()) == "gemv"
+    out = poisoned((m, n), dtype, lambda: cute_gemm.mm(x, w.t()))
+    ref = x.double() @ w.double().t()
+    assert out.shape == (m, n) and out.dtype == dtype and not out.isnan().any()
+    err, err_torch = rel_err(out, ref), rel_err(x @ w.t(), ref)
+    assert err <= REL_BOUND[dtype] and err <= 2 * err_torch + 1e-5, (err, err_torch)
+    assert torch.equal(out, cute_gemm.mm(x, w.t()))  # the same bits again
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_gemv_epilogues(monkeypatch, dtype):
+    """addmm's bias, beta and alpha, an (M, N) input of any strides and every activation; a float32
+    output; C written into views of any strides (mm's out=)."""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
+    m, n, k = 3, 1031, 520
+    x, w = rows(m, k, dtype), rows(n, k, dtype)
+    prod = x.double() @ w.double().t()
+    bias = torch.randn(n, device="cuda").to(dtype)
+    full = torch.randn(n, m, device="cuda").to(dtype).t()  # an (M, N) input, column-major
+    for inp in (bias, full):
+        for act in (None, *ACTS):
+            assert gemv_family(x, w.t(), inp, beta=0.5, alpha=2.0, activation=act) == "gemv"
+            out = poisoned((m, n), dtype, lambda: cute_gemm.addmm(inp, x, w.t(), beta=0.5, alpha=2.0, activation=act))
+            ref = 2.0 * prod + 0.5 * inp.double()
+            ref = ACTS[act](ref) if act else ref
+            assert not out.isnan().any() and rel_err(out, ref) <= REL_BOUND[dtype], (act, inp.stride())
+    f32 = cute_gemm.mm(x, w.t(), out_dtype=torch.float32)
+    assert f32.dtype == torch.float32 and rel_err(f32, prod) <= REL_BOUND[torch.float32]
+    for out in (torch.full((n, m), float("nan"), dtype=dtype, device="cuda").t(),  # column-major
+                torch.full((m, 2 * n), float("nan"), dtype=dtype, device="cuda")[:, ::2]):  # every other column
+        cute_gemm.mm(x, w.t(), out=out)
+        assert rel_err(out, prod) <= REL_BOUND[dtype], out.stride()
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m, f, k", [(1, 14336, 4096), (3, 1000, 2050), (8, 7, 9)])
+def test_gemv_gated(monkeypatch, m, f, k, dtype, activation):
+    """gated_mm: act(x w_gate^T) * (x w_up^T) from both weights' rows in one pass."""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
+    x, w_gate, w_up = rows(m, k, dtype), rows(f, k, dtype), rows(f, k, dtype)
+    out = poisoned((m, f), dtype, lambda: torch.ops.cute_gemm.gated_mm(x, w_gate, w_up, activation=activation))
+    x64 = x.double()
+    ref = ACTS[activation](x64 @ w_gate.double().t()) * (x64 @ w_up.double().t())
+    theirs = ACTS[activation](x @ w_gate.t()) * (x @ w_up.t())
+    assert not out.isnan().any()
+    err, err_torch = rel_err(out, ref), rel_err(theirs, ref)
+    assert err <= 2 * REL_BOUND[dtype] and err <= 2 * err_torch + 1e-5, (err, err_torch)
+
+
+def test_gemv_by_rule(monkeypatch):
+    """Unpinned on sm_90: x @ w.t() with at most 4 rows runs the GEMV (its kernel, nothing else);
+    5 rows, x @ w (the weight N-major), a pinned family or CUTE_GEMM_GEMV=0 keep the tile kernels."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the rule takes the GEMV on sm_90 GPUs only")
+    for knob in ("CUTE_GEMM_GEMV", "CUTE_GEMM_FAMILY", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_SWAP_CONFIG",
+                 "CUTE_GEMM_SPLITS"):
+        monkeypatch.delenv(knob, raising=False)
+    w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    for m in (1, 4):
+        x = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
+        assert gemv_family(x, w.t()) == "gemv"
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            cute_gemm.mm(x, w.t())
+            torch.cuda.synchronize()
+        kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert len(kernels) == 1 and "gemv_kernel" in kernels[0], kernels
+    x = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16)
+    assert gemv_family(x, w.t()) == "sm90" and gemv_family(x[:1], w) == "sm90"
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "0")
+    assert gemv_family(x[:1], w.t()) == "sm90"
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "")
+    monkeypatch.setenv("CUTE_GEMM_FAMILY", "sm80")
+    assert gemv_family(x[:1], w.t()) == "sm80"
+
+
+def test_gemv_in_a_graph_and_on_a_side_stream(monkeypatch):
+    """A plain launch on the current stream: captured in a CUDA graph and replayed on new inputs,
+    and on a side stream, it gives the eager call's bits."""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
+    x, w = rows(2, 4096, torch.bfloat16), rows(6144, 4096, torch.bfloat16)
+    want = cute_gemm.mm(x, w.t())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        again = cute_gemm.mm(x, w.t())
+        cute_gemm.mm(x, w.t())  # (warm before the capture)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = cute_gemm.mm(x, w.t())
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(again, want)
+    assert torch.equal(out, cute_gemm.mm(x, w.t()))
