@@ -85,7 +85,7 @@ if layouts:
     print(f"cute_gemm: a development build with the layouts {', '.join(layouts)} only (CUTE_GEMM_LAYOUTS)")
 
 
-sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/gated_plan.cpp", "csrc/in_place.cpp", "csrc/describe.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
+sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/gated_plan.cpp", "csrc/gemv_plan.cpp", "csrc/in_place.cpp", "csrc/describe.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
            "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/launch.cpp",
            "csrc/autotune.cpp", "csrc/counters.cu", "csrc/gemv.cu", "csrc/row_copy.cu", "csrc/cross_entropy.cu", "csrc/cross_entropy_op.cpp"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")

@@ -123,7 +123,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // C(r, n) from the row's sums: the GEMM kernels' epilogue (epilogue.h: act(alpha acc + beta X),
 // or act(gate) * up in the gated kernel), rounded once to C's type.
 template <class T, bool kGated>
-__device__ __forceinline__ void store(const GemmParams& p, int r, int n, float acc, float acc2) {
+__device__ __forceinline__ void store(const GemmParams& p, int r, int64_t n, float acc, float acc2) {
   float v = acc;
   if constexpr (kGated) {
     with_activation(p.act, [&](auto a) { v = activate<decltype(a)::value>(v); });
@@ -150,9 +150,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(const Gemm
   const int lane = threadIdx.x % 32;
   const int n_rows = kGated ? p.n / 2 : p.n;
   const RowsOfA<T, kRows> A{static_cast<const T*>(p.a), p.lda, p.m};
-  for (int n = blockIdx.x * kWarps + threadIdx.x / 32; n < n_rows; n += gridDim.x * kWarps) {
-    const T* w = static_cast<const T*>(p.b) + int64_t(n) * p.ldb;
-    const T* w2 = kGated ? static_cast<const T*>(p.b2) + int64_t(n) * p.ldb : nullptr;
+  // 64-bit: N may come within a grid's worth of warps of 2^31.
+  for (int64_t n = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; n < n_rows; n += int64_t(gridDim.x) * kWarps) {
+    const T* w = static_cast<const T*>(p.b) + n * p.ldb;
+    const T* w2 = kGated ? static_cast<const T*>(p.b2) + n * p.ldb : nullptr;
     float acc[kRows] = {}, acc2[kRows] = {};
     row_dot<T, kRows, kGated>(w, w2, A, p.k, lane, acc, acc2);
 #pragma unroll

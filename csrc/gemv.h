@@ -2,7 +2,7 @@
 // against a weight B that the call reads once, on the CUDA cores: every warp streams whole rows of
 // the weight (B's columns, K-major) with 16-byte loads, so that each load instruction reads 512
 // contiguous bytes and the HBM, not the tensor cores' tile shapes, sets the time. plan_for decides
-// where it runs (plan.cpp, choose_gemv); gemm_params.h's fields as the GEMM kernels read them.
+// where it runs (gemv_plan.cpp, choose_gemv); gemm_params.h's fields as the GEMM kernels read them.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -43,7 +43,7 @@ struct Overrides {
   int group_m = -1, act_offload = -1;
   int l2_hint = -1;
   int row_sums = -1;  // 0: mm_row_sums's sums by torch after the GEMM (compared with the kernel's)
-  int gemv = -1;      // the decode GEMV: 0 never, 1 wherever it can run (plan.cpp, choose_gemv)
+  int gemv = -1;      // the decode GEMV: 0 never, 1 wherever it can run (gemv_plan.cpp, choose_gemv)
 };
 
 // What plan_for needs to know of the GPU and of this build.

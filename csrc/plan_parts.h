@@ -15,6 +15,8 @@ bool hbm_fast(const Problem& p, const Overrides& o);
 int64_t k_tiles(const Problem& p, int cfg);
 // The L2 policies' mode of an sm90 TMA launch (sm90::l2_policies): CUTE_GEMM_L2_HINT, else mode 1.
 int l2_mode(const Overrides& o);
+// Whether the decode GEMV (gemv.h) runs the call (gemv_plan.cpp): sets plan.gemv, route and rule.
+bool choose_gemv(Plan& plan, const Problem& p, const Overrides& o);
 // gated_mm's plan (plan_for's for Problem::gated).
 Plan gated_plan(Plan plan, const Problem& p, const Overrides& o);
 

@@ -147,7 +147,7 @@ def explain(a: torch.Tensor, b: torch.Tensor, input: torch.Tensor | None = None,
     (contiguous, in the autocast dtype) to see the plan of the cast call.
 
         >>> print(cute_gemm.explain(x, w.t()))       # route=kernel, rule=..., family=sm90, row=2, ...
-        >>> cute_gemm.explain(x, w.t())["row"]
+        >>> cute_gemm.explain(x, w.t())["row"]          # (a decode call's GEMV has none: family=gemv)
     """
     _require_tensor("explain", "a", a)
     _require_tensor("explain", "b", b)

@@ -1,4 +1,4 @@
-"""The decode GEMV (csrc/gemv.cu; csrc/plan.cpp, choose_gemv): a few rows of x against a weight's
+"""The decode GEMV (csrc/gemv.cu; csrc/gemv_plan.cpp, choose_gemv): a few rows of x against a weight's
 rows, x @ w.t(), on the CUDA cores. Against float64 over rows, odd sizes, padded rows, every
 epilogue and gated_mm; where the rule takes it; C written through any strides."""
 
@@ -64,15 +64,16 @@ def test_gemv_matches_float64(monkeypatch, m, n, k, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_gemv_epilogues(monkeypatch, dtype):
-    """addmm's bias, beta and alpha, an (M, N) input of any strides and every activation; a float32
-    output; C written into views of any strides (mm's out=)."""
+    """addmm's bias, beta and alpha, inputs (1, N), (M, 1) and (M, N) of any strides, every
+    activation; a float32 output; C written into views of any strides (mm's out=)."""
     monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
     m, n, k = 3, 1031, 520
     x, w = rows(m, k, dtype), rows(n, k, dtype)
     prod = x.double() @ w.double().t()
     bias = torch.randn(n, device="cuda").to(dtype)
     full = torch.randn(n, m, device="cuda").to(dtype).t()  # an (M, N) input, column-major
-    for inp in (bias, full):
+    column = torch.randn(m, 1, device="cuda").to(dtype)
+    for inp in (bias, bias[None, :], column, full):
         for act in (None, *ACTS):
             assert gemv_family(x, w.t(), inp, beta=0.5, alpha=2.0, activation=act) == "gemv"
             out = poisoned((m, n), dtype, lambda: cute_gemm.addmm(inp, x, w.t(), beta=0.5, alpha=2.0, activation=act))
@@ -85,6 +86,27 @@ def test_gemv_epilogues(monkeypatch, dtype):
                 torch.full((m, 2 * n), float("nan"), dtype=dtype, device="cuda")[:, ::2]):  # every other column
         cute_gemm.mm(x, w.t(), out=out)
         assert rel_err(out, prod) <= REL_BOUND[dtype], out.stride()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_gemv_operand_views(monkeypatch, dtype):
+    """One row of x at any row stride (an odd one: one row needs none) and K not a multiple of 8;
+    bmm of one batch; a weight whose rows start off 16 bytes goes to the tile kernels (or their
+    copies), right either way."""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
+    n, k = 777, 1001
+    w = rows(n, k, dtype)
+    x = torch.randn(2, 1003, device="cuda").to(dtype)[:1, :k]  # row stride 1003, base aligned
+    for a, b in ((x, w.t()), (x[:, :1000], w[:, :1000].t())):
+        assert gemv_family(a, b) == "gemv"
+        ref = a.double() @ b.double()
+        assert rel_err(poisoned((1, n), dtype, lambda: cute_gemm.mm(a, b)), ref) <= REL_BOUND[dtype]
+    out = cute_gemm.bmm(x[None], w.t()[None])
+    assert gemv_family(x[None], w.t()[None]) == "gemv" and out.shape == (1, 1, n)
+    assert rel_err(out[0], x.double() @ w.double().t()) <= REL_BOUND[dtype]
+    off = torch.randn(n, k + 9, device="cuda").to(dtype)[:, 1:k + 1]  # rows 2 bytes past 16
+    assert gemv_family(x, off.t()) != "gemv"
+    assert rel_err(cute_gemm.mm(x, off.t()), x.double() @ off.double().t()) <= REL_BOUND[dtype]
 
 
 @pytest.mark.parametrize("activation", ["silu", "gelu", "gelu_tanh"])
@@ -105,7 +127,8 @@ def test_gemv_gated(monkeypatch, m, f, k, dtype, activation):
 
 def test_gemv_by_rule(monkeypatch):
     """Unpinned on sm_90: x @ w.t() with at most 4 rows runs the GEMV (its kernel, nothing else);
-    5 rows, x @ w (the weight N-major), a pinned family or CUTE_GEMM_GEMV=0 keep the tile kernels."""
+    5 rows, x @ w (the weight N-major), few long weight rows, a pinned family or CUTE_GEMM_GEMV=0
+    keep the tile kernels."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the rule takes the GEMV on sm_90 GPUs only")
     for knob in ("CUTE_GEMM_GEMV", "CUTE_GEMM_FAMILY", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_SWAP_CONFIG",
@@ -122,6 +145,9 @@ def test_gemv_by_rule(monkeypatch):
         assert len(kernels) == 1 and "gemv_kernel" in kernels[0], kernels
     x = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16)
     assert gemv_family(x, w.t()) == "sm90" and gemv_family(x[:1], w) == "sm90"
+    # Few weight rows of 2^20 elements: a warp per row would leave most SMs idle.
+    long_rows = torch.randn(64, 1 << 20, device="cuda", dtype=torch.bfloat16)
+    assert gemv_family(torch.randn(1, 1 << 20, device="cuda", dtype=torch.bfloat16), long_rows.t()) == "sm90"
     monkeypatch.setenv("CUTE_GEMM_GEMV", "0")
     assert gemv_family(x[:1], w.t()) == "sm90"
     monkeypatch.setenv("CUTE_GEMM_GEMV", "")

@@ -194,12 +194,14 @@ def gated_ref(x, w_gate, w_up, activation):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("m, f, k", [(1, 8, 64), (7, 1024, 4096), (127, 4104, 512), (574, 64, 129), (129, 127, 64),
                                      (4097, 2048, 256)])
-def test_gated_mm_matches_float64(m, f, k, dtype, activation):
+def test_gated_mm_matches_float64(monkeypatch, m, f, k, dtype, activation):
     """act(x w_gate^T) * (x w_up^T): the fused sm90 kernel where x, the weights and C are read and
     written in place (K and F multiples of 8; (7, 1024, 4096) with K slices), elsewhere (K = 129,
     F = 127) two GEMMs with float32 results and the product; both within the dtype's rounding of the
     float64 product and twice torch's own error. The output is allocated where a NaN-filled block of
-    its size was just freed (unwritten elements show)."""
+    its size was just freed (unwritten elements show). (One row would take the decode GEMV, which
+    tests/test_gemv.py covers.)"""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "0")
     x, w_gate, w_up = randn(m, k, dtype=dtype), randn(f, k, dtype=dtype), randn(f, k, dtype=dtype)
     torch.full((m, f), float("nan"), dtype=dtype, device="cuda")
     out = torch.ops.cute_gemm.gated_mm(x, w_gate, w_up, activation=activation)
