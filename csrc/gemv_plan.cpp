@@ -12,13 +12,10 @@ namespace {
 // path read a decode weight at 2.2-2.6 TB/s, the GEMV, whose warp-wide loads each read 512
 // contiguous bytes of a row, at 2.5-3.0 with 1 or 2 rows and 2.2-2.6 with 4 (as fast or faster),
 // and slower from 8, where its CUDA cores' arithmetic grows with the rows (docs/tuning.md section
-// 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only), where the weight has
-// rows enough for the warps of the GPU (kGemvRuleWideN) or rows short enough that one warp reads
-// one soon (kGemvRuleShortK): a warp reads a row alone, so a few long rows leave most SMs idle
-// (docs/tuning.md section 25). CUTE_GEMM_GEMV=1 takes it wherever it can run, 0 never.
+// 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only). A weight of few long
+// rows has its rows' K shared by several warps (gemv.cu); the tile kernels' swapped path was slower
+// still there. CUTE_GEMM_GEMV=1 takes it wherever it can run, 0 never.
 constexpr int kGemvRuleRows = 4;
-constexpr int64_t kGemvRuleWideN = 1024;   // 1x1024x4096 .. 1x28672x8192: 1.03-1.58x torch.mm
-constexpr int64_t kGemvRuleShortK = 16384;  // 1x128x16384, 1x256x4096: 1.00x and 1.96x
 
 }  // namespace
 
@@ -38,7 +35,7 @@ bool choose_gemv(Plan& plan, const Problem& p, const Overrides& o) {
   };
   const bool can = L == 1 && M <= kGemvMostRows && K > 0 && rows_ok(a, M) && rows_ok(bt, N) &&
                    (!p.gated || (rows_ok(p.b2.transposed(), N) && p.b2.transposed().stride[1] == bt.stride[1]));
-  const bool rule = p.device.major == 9 && M <= kGemvRuleRows && (N >= kGemvRuleWideN || K <= kGemvRuleShortK);
+  const bool rule = p.device.major == 9 && M <= kGemvRuleRows;
   if (!can || !(o.gemv == 1 || rule)) return false;
   plan.route = Plan::Route::kKernel;
   plan.gemv = true;

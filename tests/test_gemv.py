@@ -88,6 +88,23 @@ def test_gemv_epilogues(monkeypatch, dtype):
         assert rel_err(out, prod) <= REL_BOUND[dtype], out.stride()
 
 
+@pytest.mark.parametrize("m", [1, 3, 4])
+@pytest.mark.parametrize("n, k", [(1, 1 << 20), (7, 100003), (64, 65536), (300, 16392), (1000, 4104)])
+def test_gemv_rows_shared_by_warps(monkeypatch, m, n, k):
+    """Weights of fewer rows than half the grid's warps: up to 8 warps share a row's K and meet in
+    shared memory (a whole block's rows at a time); plain and gated, the same bits again."""
+    monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
+    dtype = torch.bfloat16
+    x, w, w2 = rows(m, k, dtype), rows(n, k, dtype), rows(n, k, dtype)
+    out = poisoned((m, n), dtype, lambda: cute_gemm.mm(x, w.t()))
+    x64 = x.double()
+    ref = x64 @ w.double().t()
+    assert not out.isnan().any() and rel_err(out, ref) <= REL_BOUND[dtype]
+    assert torch.equal(out, cute_gemm.mm(x, w.t()))
+    gated = poisoned((m, n), dtype, lambda: torch.ops.cute_gemm.gated_mm(x, w, w2))
+    assert rel_err(gated, F.silu(ref) * (x64 @ w2.double().t())) <= 2 * REL_BOUND[dtype]
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_gemv_operand_views(monkeypatch, dtype):
     """One row of x at any row stride (an odd one: one row needs none) and K not a multiple of 8;
@@ -127,8 +144,7 @@ def test_gemv_gated(monkeypatch, m, f, k, dtype, activation):
 
 def test_gemv_by_rule(monkeypatch):
     """Unpinned on sm_90: x @ w.t() with at most 4 rows runs the GEMV (its kernel, nothing else);
-    5 rows, x @ w (the weight N-major), few long weight rows, a pinned family or CUTE_GEMM_GEMV=0
-    keep the tile kernels."""
+    5 rows, x @ w (the weight N-major), a pinned family or CUTE_GEMM_GEMV=0 keep the tile kernels."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the rule takes the GEMV on sm_90 GPUs only")
     for knob in ("CUTE_GEMM_GEMV", "CUTE_GEMM_FAMILY", "CUTE_GEMM_SM90_CONFIG", "CUTE_GEMM_SWAP_CONFIG",
@@ -145,9 +161,6 @@ def test_gemv_by_rule(monkeypatch):
         assert len(kernels) == 1 and "gemv_kernel" in kernels[0], kernels
     x = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16)
     assert gemv_family(x, w.t()) == "sm90" and gemv_family(x[:1], w) == "sm90"
-    # Few weight rows of 2^20 elements: a warp per row would leave most SMs idle.
-    long_rows = torch.randn(64, 1 << 20, device="cuda", dtype=torch.bfloat16)
-    assert gemv_family(torch.randn(1, 1 << 20, device="cuda", dtype=torch.bfloat16), long_rows.t()) == "sm90"
     monkeypatch.setenv("CUTE_GEMM_GEMV", "0")
     assert gemv_family(x[:1], w.t()) == "sm90"
     monkeypatch.setenv("CUTE_GEMM_GEMV", "")
