@@ -12,9 +12,9 @@ namespace {
 // path read a decode weight at 2.2-2.6 TB/s, the GEMV, whose warp-wide loads each read 512
 // contiguous bytes of a row, at 2.5-3.0 with 1 or 2 rows and 2.2-2.6 with 4 (as fast or faster),
 // and slower from 8, where its CUDA cores' arithmetic grows with the rows (docs/tuning.md section
-// 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only). A weight of few long
-// rows has its rows' K shared by several warps (gemv.cu); the tile kernels' swapped path was slower
-// still there. CUTE_GEMM_GEMV=1 takes it wherever it can run, 0 never.
+// 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only), any weight: where a few
+// long rows leave most warps idle (a warp reads a row alone), the swapped tile path was slower still.
+// CUTE_GEMM_GEMV=1 takes it wherever it can run, 0 never.
 constexpr int kGemvRuleRows = 4;
 
 }  // namespace

@@ -90,9 +90,9 @@ def test_gemv_epilogues(monkeypatch, dtype):
 
 @pytest.mark.parametrize("m", [1, 3, 4])
 @pytest.mark.parametrize("n, k", [(1, 1 << 20), (7, 100003), (64, 65536), (300, 16392), (1000, 4104)])
-def test_gemv_rows_shared_by_warps(monkeypatch, m, n, k):
-    """Weights of fewer rows than half the grid's warps: up to 8 warps share a row's K and meet in
-    shared memory (a whole block's rows at a time); plain and gated, the same bits again."""
+def test_gemv_few_long_rows(monkeypatch, m, n, k):
+    """Weights of few long rows (up to 2^20 elements a row, fewer rows than the grid's warps): plain
+    and gated, the same bits again."""
     monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
     dtype = torch.bfloat16
     x, w, w2 = rows(m, k, dtype), rows(n, k, dtype), rows(n, k, dtype)
