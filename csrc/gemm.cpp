@@ -103,7 +103,7 @@ const cudaDeviceProp& checked_device(const at::Tensor& a) {
 }
 
 
-// The decode GEMV (gemv.h; plan.cpp, choose_gemv): its operands, X and C read and written in
+// The decode GEMV (gemv.h; gemv_plan.cpp, choose_gemv): its operands, X and C read and written in
 // place through their strides (b3's column stride is the weight's row stride).
 void run_gemv(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3,
               const Problem& problem) {

@@ -67,7 +67,7 @@ struct RowsOfA {
 };
 
 // acc[r] += B's row w (and acc2[r] += w2's, gated) . A(r, :) over all of K, this lane's share:
-// elements k0 + 8 lane + 256 i. The weight's loads stream (ld.global.cs: evict-first, a weight
+// elements 8 lane + 256 i. The weight's loads stream (ld.global.cs: evict-first, a weight
 // is read once per call); kUnroll of them are issued before their sums.
 template <class T, int kRows, bool kGated>
 __device__ __forceinline__ void row_dot(const T* w, const T* w2, const RowsOfA<T, kRows>& A, int k_total, int lane,

@@ -10,7 +10,7 @@ namespace {
 // alike), 16-bit, one problem, A's rows and B's columns read in place as K-contiguous, 16-byte
 // aligned rows. Such a call streams the weight and little else: on the H100 the swapped tile
 // path read a decode weight at 2.2-2.6 TB/s, the GEMV, whose warp-wide loads each read 512
-// contiguous bytes of a row, at 2.5-3.0 with 1 or 2 rows and 2.2-2.6 with 4 (as fast or faster),
+// contiguous bytes of a row, at 2.5-3.0 with 1 or 2 rows and 2.2-2.6 with 4 (within 3 % or faster),
 // and slower from 8, where its CUDA cores' arithmetic grows with the rows (docs/tuning.md section
 // 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only), any weight: where a few
 // long rows leave most warps idle (a warp reads a row alone), the swapped tile path was slower still.
