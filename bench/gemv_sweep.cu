@@ -94,6 +94,21 @@ double time_us(const Shape& s, int sms, std::vector<__nv_bfloat16*>& ws, __nv_bf
   return 1e3 * t[t.size() / 2] / ws.size();
 }
 
+// The forms of the table, in its columns' order: W warps per block, B blocks per SM, U loads in flight.
+template <int kRows>
+void time_forms(const Shape& s, int sms, std::vector<__nv_bfloat16*>& ws, __nv_bfloat16* x, __nv_bfloat16* out,
+                double (&r)[9]) {
+  r[0] = time_us<8, 4, 4, kRows, true>(s, sms, ws, x, out);
+  r[1] = time_us<8, 4, 2, kRows, true>(s, sms, ws, x, out);
+  r[2] = time_us<8, 4, 8, kRows, true>(s, sms, ws, x, out);
+  r[3] = time_us<8, 8, 2, kRows, true>(s, sms, ws, x, out);
+  r[4] = time_us<8, 2, 8, kRows, true>(s, sms, ws, x, out);
+  r[5] = time_us<4, 8, 4, kRows, true>(s, sms, ws, x, out);
+  r[6] = time_us<16, 2, 4, kRows, true>(s, sms, ws, x, out);
+  r[7] = time_us<8, 4, 4, kRows, false>(s, sms, ws, x, out);  // read-only (ld.global.nc) weight loads
+  r[8] = time_us<8, 8, 4, kRows, true>(s, sms, ws, x, out);
+}
+
 int main() {
   int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::vector<Shape> shapes = {{1, 4096, 4096}, {1, 6144, 4096}, {1, 4096, 14336}, {1, 14336, 4096}, {1, 28672, 4096},
@@ -111,25 +126,9 @@ int main() {
     CK(cudaMalloc(&out, size_t(s.m) * s.n * 2));
     double r[9];
     if (s.m == 1) {
-      r[0] = time_us<8, 4, 4, 1, true>(s, sms, ws, x, out);
-      r[1] = time_us<8, 4, 2, 1, true>(s, sms, ws, x, out);
-      r[2] = time_us<8, 4, 8, 1, true>(s, sms, ws, x, out);
-      r[3] = time_us<8, 8, 2, 1, true>(s, sms, ws, x, out);
-      r[4] = time_us<8, 2, 8, 1, true>(s, sms, ws, x, out);
-      r[5] = time_us<4, 8, 4, 1, true>(s, sms, ws, x, out);
-      r[6] = time_us<16, 2, 4, 1, true>(s, sms, ws, x, out);
-      r[7] = time_us<8, 4, 4, 1, false>(s, sms, ws, x, out);
-      r[8] = time_us<8, 8, 4, 1, true>(s, sms, ws, x, out);
+      time_forms<1>(s, sms, ws, x, out, r);
     } else {
-      r[0] = time_us<8, 4, 4, 4, true>(s, sms, ws, x, out);
-      r[1] = time_us<8, 4, 2, 4, true>(s, sms, ws, x, out);
-      r[2] = time_us<8, 4, 8, 4, true>(s, sms, ws, x, out);
-      r[3] = time_us<8, 8, 2, 4, true>(s, sms, ws, x, out);
-      r[4] = time_us<8, 2, 8, 4, true>(s, sms, ws, x, out);
-      r[5] = time_us<4, 8, 4, 4, true>(s, sms, ws, x, out);
-      r[6] = time_us<16, 2, 4, 4, true>(s, sms, ws, x, out);
-      r[7] = time_us<8, 4, 4, 4, false>(s, sms, ws, x, out);
-      r[8] = time_us<8, 8, 4, 4, true>(s, sms, ws, x, out);
+      time_forms<4>(s, sms, ws, x, out, r);
     }
     char name[64]; snprintf(name, sizeof name, "%dx%dx%d", s.m, s.n, s.k);
     printf("%-16s %8.1f |", name, wbytes / 3.35e6);
