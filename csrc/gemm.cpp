@@ -103,38 +103,6 @@ const cudaDeviceProp& checked_device(const at::Tensor& a) {
 }
 
 
-// The decode GEMV (gemv.h; gemv_plan.cpp, choose_gemv): its operands, X and C read and written in
-// place through their strides (b3's column stride is the weight's row stride).
-void run_gemv(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const at::Tensor& out3,
-              const Problem& problem) {
-  const int64_t M = a3.size(1), K = a3.size(2), N = b3.size(2);
-  GemmParams p;
-  p.a = a3.data_ptr();
-  p.b = b3.data_ptr();
-  p.c = out3.data_ptr();
-  p.m = int(M);
-  p.n = int(ep.b2.defined() ? 2 * N : N);  // the gated kernels' convention (gemm_params.h)
-  p.k = int(K);
-  p.lda = a3.stride(1);
-  p.ldb = b3.stride(2);
-  p.ldc = out3.stride(1);
-  p.ldc_col = out3.stride(2);
-  p.c_f32 = out3.scalar_type() == at::kFloat;
-  if (ep.x.defined()) {
-    p.x = ep.x.data_ptr();
-    p.x_ldm = M == 1 ? 0 : ep.x.stride(0);
-    p.x_ldn = N == 1 ? 1 : ep.x.stride(1);
-    p.x_f32 = ep.x.scalar_type() == at::kFloat;
-    p.beta = float(ep.beta);
-  }
-  p.alpha = float(ep.alpha);
-  p.act = ep.act;
-  if (ep.b2.defined()) p.b2 = ep.b2.data_ptr();
-  const DType d = a3.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
-  const cudaError_t err = gemv(p, d, problem.device.num_sms, at::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "cute_gemm: GEMV launch failed on ", a3.device(), ": ", cudaGetErrorString(err));
-}
-
 // addmm's input X (M, N), read in place or copied as the plan says (plan.cpp, choose_x).
 PlannedX planned_x(const Plan& plan, const Epilogue& ep, int64_t M, int64_t N) {
   PlannedX r;
@@ -153,6 +121,38 @@ PlannedX planned_x(const Plan& plan, const Epilogue& ep, int64_t M, int64_t N) {
     r.ldn = 1;
   }
   return r;
+}
+
+// The decode GEMV (gemv.h; gemv_plan.cpp, choose_gemv): its operands, X (px, read in place) and C
+// read and written through their strides (b3's column stride is the weight's row stride).
+void run_gemv(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, const PlannedX& px,
+              const at::Tensor& out3, const Problem& problem) {
+  const int64_t M = a3.size(1), K = a3.size(2), N = b3.size(2);
+  GemmParams p;
+  p.a = a3.data_ptr();
+  p.b = b3.data_ptr();
+  p.c = out3.data_ptr();
+  p.m = int(M);
+  p.n = int(ep.b2.defined() ? 2 * N : N);  // the gated kernels' convention (gemm_params.h)
+  p.k = int(K);
+  p.lda = a3.stride(1);
+  p.ldb = b3.stride(2);
+  p.ldc = out3.stride(1);
+  p.ldc_col = out3.stride(2);
+  p.c_f32 = out3.scalar_type() == at::kFloat;
+  if (px.x.defined()) {
+    p.x = px.x.data_ptr();
+    p.x_ldm = px.ldm;
+    p.x_ldn = px.ldn;
+    p.x_f32 = px.x.scalar_type() == at::kFloat;
+    p.beta = float(ep.beta);
+  }
+  p.alpha = float(ep.alpha);
+  p.act = ep.act;
+  if (ep.b2.defined()) p.b2 = ep.b2.data_ptr();
+  const DType d = a3.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
+  const cudaError_t err = gemv(p, d, problem.device.num_sms, at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "cute_gemm: GEMV launch failed on ", a3.device(), ": ", cudaGetErrorString(err));
 }
 
 // The one launch site: out3 (L, M, N) = epilogue(a3 (L, M, K) @ b3 (L, K, N)), all checked; it
@@ -179,12 +179,12 @@ void gemm_into(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, c
     torch_row_sums();
     return;
   }
+  const PlannedX px = planned_x(plan, ep, M, N);
   if (plan.gemv) {
-    run_gemv(a3, b3, ep, out3, problem);
+    run_gemv(a3, b3, ep, px, out3, problem);
     torch_row_sums();
     return;
   }
-  const PlannedX px = planned_x(plan, ep, M, N);
   at::Tensor a = a3, b = b3, c = out3;
   if (plan.fold) {  // batches of A stacked into rows against one B
     a = a3.as_strided({1, L * M, K}, {0, a3.stride(1), a3.stride(2)});
