@@ -140,15 +140,7 @@ void run_gemv(const at::Tensor& a3, const at::Tensor& b3, const Epilogue& ep, co
   p.ldc = out3.stride(1);
   p.ldc_col = out3.stride(2);
   p.c_f32 = out3.scalar_type() == at::kFloat;
-  if (px.x.defined()) {
-    p.x = px.x.data_ptr();
-    p.x_ldm = px.ldm;
-    p.x_ldn = px.ldn;
-    p.x_f32 = px.x.scalar_type() == at::kFloat;
-    p.beta = float(ep.beta);
-  }
-  p.alpha = float(ep.alpha);
-  p.act = ep.act;
+  set_epilogue(p, px, ep);
   if (ep.b2.defined()) p.b2 = ep.b2.data_ptr();
   const DType d = a3.scalar_type() == at::kHalf ? DType::kF16 : DType::kBF16;
   const cudaError_t err = gemv(p, d, problem.device.num_sms, at::cuda::getCurrentCUDAStream().stream());

@@ -53,6 +53,18 @@ at::Tensor default_stream_counters(int64_t n, bool pdl, cudaStream_t stream, cud
 
 }  // namespace
 
+void set_epilogue(GemmParams& p, const PlannedX& px, const Epilogue& ep) {
+  if (px.x.defined()) {
+    p.x = px.x.data_ptr();
+    p.x_ldm = px.ldm;
+    p.x_ldn = px.ldn;
+    p.x_f32 = px.x.scalar_type() == at::kFloat;
+    p.beta = float(ep.beta);
+  }
+  p.alpha = float(ep.alpha);
+  p.act = ep.act;
+}
+
 Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides& o, at::ScalarType in_dtype,
                        const Operand& A, const Operand& B, const at::Tensor& target, const PlannedX& px,
                        const Epilogue& ep) {
@@ -80,15 +92,7 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
                         "the plan's C rows are not the target's");
   p.c_f32 = problem.c_f32;
   p.c_staged = plan.target == Plan::Target::kStaged;
-  if (px.x.defined()) {
-    p.x = px.x.data_ptr();
-    p.x_ldm = px.ldm;
-    p.x_ldn = px.ldn;
-    p.x_f32 = px.x.scalar_type() == at::kFloat;
-    p.beta = float(ep.beta);
-  }
-  p.alpha = float(ep.alpha);
-  p.act = ep.act;
+  set_epilogue(p, px, ep);
   if (plan.swap) {
     // The kernel's A is B^T (N x K), its B is A (M x K), its C(i, j) is C(j, i).
     std::swap(p.a, p.b);

@@ -23,6 +23,10 @@ struct PlannedX {
 };
 
 
+// GemmParams' epilogue fields (the X term, alpha, beta, the activation) from a call's planned X
+// and epilogue: the tile kernels' launch and the decode GEMV's alike.
+void set_epilogue(GemmParams& p, const PlannedX& px, const Epilogue& ep);
+
 // A call's kernel launches as the plan and the prepared operands make them: the GemmParams, and
 // the launch of a row with K slices (the plan's, or an autotune candidate's).
 struct Launch {
