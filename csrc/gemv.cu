@@ -1,7 +1,5 @@
-// The decode GEMV (gemv.h). Up to 4 rows of A: a warp per weight row at a time, 16-byte streaming
-// loads of the row, the few rows of A from the L1, fp32 sums reduced across the warp. 5 to 32 rows:
-// a warp per 16 weight rows, their 16-byte loads fed to mma.sync as they come. Both end in the GEMM
-// kernels' epilogue.
+// The decode GEMV (gemv.h): a warp per weight row at a time, 16-byte streaming loads of the row,
+// the few rows of A from the L1, fp32 sums reduced across the warp, the GEMM kernels' epilogue.
 #include "gemv.h"
 
 #include <cuda_bf16.h>
@@ -10,8 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-
-#include <cute/arch/mma_sm80.hpp>
 
 #include "epilogue.h"
 
@@ -173,215 +169,19 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(const Gemm
   }
 }
 
-// ------------------------------------------------------------------ 5 to 32 rows: mma.sync
-// At 8 rows the CUDA-core kernel's arithmetic (a conversion and 8 FMAs per weight element) bounds
-// it; the tensor cores take that arithmetic here. A warp owns two groups of 8 weight rows (16 rows
-// of B, or gated the same 8 rows of B and B2) over its share of K, and the MMA is m16n8k16 with the
-// weight as its B (n: the 8 rows of a group) and A's rows as its A (m: 16 rows a tile). In a load
-// instruction lane 4 g + q reads the 16 bytes at 8 q of weight row g's next 32 elements (64
-// contiguous bytes of each of 8 rows), and the 16 bytes at the same k of A's rows g and g + 8. An
-// MMA sums over its 16 k in any order that both operands share, so each lane's registers go to
-// the MMAs as loaded: its elements 0-3 fill the k slots (2q, 2q + 1, 2q + 8, 2q + 9) of one MMA and
-// elements 4-7 those of the next. No shuffle or shared memory sits between the loads and the MMAs.
-constexpr int kMmaSteps = 4;   // 32-element steps of each group a lane has in flight (8 loads)
-constexpr int kMmaStep = 32;   // elements of a weight row per load instruction
-constexpr int kMostSplits = kWarps;
-
-template <class T>
-struct MmaAtom;
-template <>
-struct MmaAtom<__nv_bfloat16> {
-  using type = cute::SM80_16x8x16_F32BF16BF16F32_TN;
-};
-template <>
-struct MmaAtom<__half> {
-  using type = cute::SM80_16x8x16_F32F16F16F32_TN;
-};
-
-// The 8 elements at k of a row with `valid` of them in it, the rest zero: the last step of a K
-// that is not a multiple of 32 (and the whole of a K under 8).
-template <class T>
-__device__ __forceinline__ uint4 load_part(const T* row, int64_t k, int64_t valid) {
-  union {
-    uint4 v;
-    T e[kVec];
-  } u;
-  u.v = make_uint4(0, 0, 0, 0);
-  for (int i = 0; i < kVec; ++i) {
-    if (i < valid) u.e[i] = row[k + i];
-  }
-  return u.v;
-}
-
-// kRows of A: 8 (one MMA tile, its rows 8-15 zero), 16 or 32 (two tiles).
-template <class T, int kRows, bool kGated>
-struct MmaWarp {
-  static constexpr int kTiles = kRows > 16 ? 2 : 1;
-  static constexpr bool kUpper = kRows > 8;  // the tiles' rows g + 8 hold A's rows
-  const T* a[kTiles][2];                     // A's rows 16 t + g and 16 t + g + 8 (past M: its last)
-  const T* w[2];                             // the two groups' weight row g
-  float acc[2][kTiles][4] = {};              // [group][tile][C fragment]
-
-  // One 32-element step at k from registers: wv[j] the groups' 16 bytes, A's loaded here.
-  __device__ __forceinline__ void mma(const uint4 (&wv)[2], int64_t k) {
-    using Atom = typename MmaAtom<T>::type;
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-      const uint4 lo = __ldg(reinterpret_cast<const uint4*>(a[t][0] + k));
-      const uint4 hi = kUpper ? __ldg(reinterpret_cast<const uint4*>(a[t][1] + k)) : make_uint4(0, 0, 0, 0);
-      mma_pair<Atom>(wv, lo, hi, t);
-    }
-  }
-  template <class Atom>
-  __device__ __forceinline__ void mma_pair(const uint4 (&wv)[2], const uint4& lo, const uint4& hi, int t) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float(&d)[4] = acc[j][t];
-      Atom::fma(d[0], d[1], d[2], d[3], lo.x, hi.x, lo.y, hi.y, wv[j].x, wv[j].y, d[0], d[1], d[2], d[3]);
-      Atom::fma(d[0], d[1], d[2], d[3], lo.z, hi.z, lo.w, hi.w, wv[j].z, wv[j].w, d[0], d[1], d[2], d[3]);
-    }
-  }
-
-  // This warp's part `part` of `parts` of K: rounds of kMmaSteps steps taken in turn by the parts,
-  // then the steps left one by one, then (part 0) the last elements of a K that is not a multiple
-  // of 32, zero-filled.
-  __device__ __forceinline__ void run(int64_t k_total, int q, int part, int parts) {
-    const int64_t steps = k_total / kMmaStep;
-    const int64_t lane_k = int64_t(q) * kVec;
-    int64_t st = int64_t(part) * kMmaSteps;
-    for (; st + kMmaSteps <= steps; st += int64_t(parts) * kMmaSteps) {
-      uint4 v[kMmaSteps][2];
-#pragma unroll
-      for (int u = 0; u < kMmaSteps; ++u) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) v[u][j] = __ldcs(reinterpret_cast<const uint4*>(w[j] + (st + u) * kMmaStep + lane_k));
-      }
-#pragma unroll
-      for (int u = 0; u < kMmaSteps; ++u) mma(v[u], (st + u) * kMmaStep + lane_k);
-    }
-    for (st = steps / kMmaSteps * kMmaSteps + part; st < steps; st += parts) {
-      uint4 v[2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) v[j] = __ldcs(reinterpret_cast<const uint4*>(w[j] + st * kMmaStep + lane_k));
-      mma(v, st * kMmaStep + lane_k);
-    }
-    const int64_t k = steps * kMmaStep + lane_k, valid = k_total - k;
-    if (part == 0 && steps * kMmaStep < k_total) {
-      const uint4 wv[2] = {load_part(w[0], k, valid), load_part(w[1], k, valid)};
-      using Atom = typename MmaAtom<T>::type;
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        mma_pair<Atom>(wv, load_part(a[t][0], k, valid), kUpper ? load_part(a[t][1], k, valid) : make_uint4(0, 0, 0, 0), t);
-      }
-    }
-  }
-};
-
-// Warp w of a block takes part w % splits of K for unit (block's first) + w / splits; a unit is 16
-// weight rows (8 of B and B2's, gated). With splits > 1 the parts' sums meet in shared memory,
-// added in part order (the same result whatever the warps' timing).
-template <class T, int kRows, bool kGated>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_mma_kernel(const GemmParams p, int splits) {
-  using Warp = MmaWarp<T, kRows, kGated>;
-  constexpr int kTiles = Warp::kTiles, kRegs = 2 * kTiles * 4;
-  __shared__ float sums[kRegs][kWarps][32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
-  const int part = warp % splits, units_per_block = kWarps / splits;
-  const int n_rows = kGated ? p.n / 2 : p.n;
-  const int unit_rows = kGated ? 8 : 16;
-  const int64_t units = (int64_t(n_rows) + unit_rows - 1) / unit_rows;
-  const T* a = static_cast<const T*>(p.a);
-  auto a_row = [&](int r) { return a + int64_t(r < p.m ? r : p.m - 1) * p.lda; };
-  for (int64_t first = int64_t(blockIdx.x) * units_per_block; first < units;
-       first += int64_t(gridDim.x) * units_per_block) {
-    const int64_t unit = first + warp / splits;
-    Warp wp;
-    // Weight rows n0(j) + g, past the weight's last row its last (their sums are dropped).
-    auto n0 = [&](int j) { return kGated ? unit * 8 : unit * 16 + 8 * j; };
-    if (unit < units) {
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        wp.a[t][0] = a_row(16 * t + g);
-        wp.a[t][1] = a_row(16 * t + g + 8);
-      }
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const T* b = static_cast<const T*>(kGated && j == 1 ? p.b2 : p.b);
-        wp.w[j] = b + std::min<int64_t>(n0(j) + g, n_rows - 1) * p.ldb;
-      }
-      wp.run(p.k, q, part, splits);
-    }
-    if (splits > 1) {
-      float* flat = &wp.acc[0][0][0];
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) sums[i][warp][lane] = flat[i];
-      __syncthreads();
-      if (part == 0) {
-#pragma unroll
-        for (int i = 0; i < kRegs; ++i) {
-          float v = sums[i][warp][lane];
-          for (int s = 1; s < splits; ++s) v += sums[i][warp + s][lane];
-          flat[i] = v;
-        }
-      }
-      __syncthreads();
-    }
-    if (part != 0 || unit >= units) continue;
-    // C fragment: acc[j][t][2 h + c] is A's row 16 t + g + 8 h against weight row n0(j) + 2 q + c.
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * t + g + 8 * h;
-        if (r >= p.m) continue;
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          if constexpr (kGated) {
-            const int64_t n = n0(0) + 2 * q + c;
-            if (n < n_rows) store<T, true>(p, r, n, wp.acc[0][t][2 * h + c], wp.acc[1][t][2 * h + c]);
-          } else {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const int64_t n = n0(j) + 2 * q + c;
-              if (n < n_rows) store<T, false>(p, r, n, wp.acc[j][t][2 * h + c], 0.f);
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
 template <class T, bool kGated>
 cudaError_t launch_rows(const GemmParams& p, int sms, cudaStream_t stream) {
   const int n_rows = kGated ? p.n / 2 : p.n;
-  const int64_t slots = int64_t(sms) * kBlocksPerSm;  // blocks resident at once
   auto go = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
-    const int64_t blocks = std::min<int64_t>((int64_t(n_rows) + kWarps - 1) / kWarps, slots);
+    const int64_t blocks = std::min<int64_t>((int64_t(n_rows) + kWarps - 1) / kWarps, int64_t(sms) * kBlocksPerSm);
     gemv_kernel<T, kRows, kGated><<<unsigned(std::max<int64_t>(blocks, 1)), kThreads, 0, stream>>>(p);
-    return cudaGetLastError();
-  };
-  // Units of 16 weight rows: K split in as many parts (up to a block's warps) as let every unit's
-  // parts run at once, and no more parts than rounds of K.
-  auto go_mma = [&](auto rows) {
-    constexpr int kRows = decltype(rows)::value;
-    const int unit_rows = kGated ? 8 : 16;
-    const int64_t units = (int64_t(n_rows) + unit_rows - 1) / unit_rows;
-    const int64_t rounds = p.k / (kMmaStep * kMmaSteps);
-    int splits = kMostSplits;
-    while (splits > 1 && (units * splits > slots * kWarps || splits > rounds)) splits /= 2;
-    const int64_t per_block = kWarps / splits;
-    const int64_t blocks = std::min<int64_t>((units + per_block - 1) / per_block, slots);
-    gemv_mma_kernel<T, kRows, kGated><<<unsigned(std::max<int64_t>(blocks, 1)), kThreads, 0, stream>>>(p, splits);
     return cudaGetLastError();
   };
   if (p.m <= 1) return go(std::integral_constant<int, 1>{});
   if (p.m <= 2) return go(std::integral_constant<int, 2>{});
   if (p.m <= 4) return go(std::integral_constant<int, 4>{});
-  if (p.m <= 8) return go_mma(std::integral_constant<int, 8>{});
-  if (p.m <= 16) return go_mma(std::integral_constant<int, 16>{});
-  return go_mma(std::integral_constant<int, 32>{});
+  return go(std::integral_constant<int, 8>{});
 }
 
 }  // namespace

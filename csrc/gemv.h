@@ -1,10 +1,8 @@
 // The decode GEMV (gemv.cu): C = epilogue(A @ B) for a few rows of A (a decode step's tokens)
-// against a weight B that the call reads once. Its warps stream rows of the weight (B's columns,
-// K-major) with 16-byte loads, many in flight, so that the HBM, not the tensor cores' tile shapes,
-// sets the time: up to 4 rows of A on the CUDA cores (each load instruction reads 512 contiguous
-// bytes of one weight row), 5 to 32 through mma.sync (64 bytes of each of 8 rows). plan_for
-// decides where it runs (gemv_plan.cpp, choose_gemv); gemm_params.h's fields as the GEMM kernels
-// read them.
+// against a weight B that the call reads once, on the CUDA cores: every warp streams whole rows of
+// the weight (B's columns, K-major) with 16-byte loads, so that each load instruction reads 512
+// contiguous bytes and the HBM, not the tensor cores' tile shapes, sets the time. plan_for decides
+// where it runs (gemv_plan.cpp, choose_gemv); gemm_params.h's fields as the GEMM kernels read them.
 #pragma once
 
 #include <cuda_runtime_api.h>

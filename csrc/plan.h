@@ -79,10 +79,9 @@ struct Problem {
   Device device;
 };
 
-// The most rows of A the decode GEMV takes (gemv.h): its CUDA-core kernels keep a row's sums in
-// registers for 1, 2 and 4 rows (a call of 3 rows runs the 4-row kernel); from 5 rows its mma.sync
-// kernel takes A's rows as one or two 16-row MMA tiles.
-inline constexpr int kGemvMostRows = 32;
+// The most rows of A the decode GEMV takes (gemv.h): its kernels keep a row's sums in registers,
+// instantiated for 1, 2, 4 and 8 rows (a call of 3 rows runs the 4-row kernel).
+inline constexpr int kGemvMostRows = 8;
 
 struct Plan {
   // Where the call goes. kNothing: an empty result; kTorch: torch's own ops in fp32 (`rule` says why).
@@ -92,7 +91,7 @@ struct Plan {
   bool narrow = false;       // the SM80 narrow kernels (4-byte cp.async)
   bool sm90_narrow = false;  // the SM90 rows' narrow kernels
   bool swap = false;         // the swapped decode path: C^T = B^T A^T
-  bool gemv = false;         // the decode GEMV (gemv.h): no tile row, no K slices
+  bool gemv = false;         // the decode GEMV on the CUDA cores (gemv.h): no tile row, no K slices
   // X: read in place, copied to one aligned row (a strided or misaligned bias), or to rows.
   enum class XCopy { kNone, kRow, kRows } x_copy = XCopy::kNone;
   bool fold = false;  // batches of A stacked into one (L*M, K) problem against a broadcast B

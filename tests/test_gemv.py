@@ -1,7 +1,6 @@
 """The decode GEMV (csrc/gemv.cu; csrc/gemv_plan.cpp, choose_gemv): a few rows of x against a weight's
-rows, x @ w.t(), on the CUDA cores up to 4 rows and through mma.sync from 5 to 32. Against float64
-over rows, odd sizes, padded rows, every epilogue and gated_mm; where the rule takes it; C written
-through any strides."""
+rows, x @ w.t(), on the CUDA cores. Against float64 over rows, odd sizes, padded rows, every
+epilogue and gated_mm; where the rule takes it; C written through any strides."""
 
 import pytest
 import torch
@@ -47,13 +46,11 @@ def gemv_family(*args, **kwargs):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9, 16, 17, 32])
-@pytest.mark.parametrize("n, k", [(1, 1), (7, 7), (129, 127), (4097, 129), (3, 4104), (256, 8192), (1000, 2050),
-                                  (40000, 72)])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("n, k", [(1, 1), (7, 7), (129, 127), (4097, 129), (3, 4104), (256, 8192), (1000, 2050)])
 def test_gemv_matches_float64(monkeypatch, m, n, k, dtype):
-    """Every row count the kernels have (1, 2, 4, 8, 16, 32, and 3, 5, 9 and 17 on the next ones), K
-    below one 16-byte load, not a whole number of them, and long (its parts summed across warps);
-    as many weight rows as warps, or more units of weight rows than the grid's warps."""
+    """Every row count the kernels have (1, 2, 4, 8, and 3 and 5 on the next ones), K below one
+    16-byte load, not a whole number of them, and long; as many weight rows as warps or far more."""
     monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
     x, w = rows(m, k, dtype), rows(n, k, dtype, pad=8)
     assert gemv_family(x, w.t()) == "gemv"
@@ -66,12 +63,11 @@ def test_gemv_matches_float64(monkeypatch, m, n, k, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("m", [3, 13, 32])
-def test_gemv_epilogues(monkeypatch, m, dtype):
+def test_gemv_epilogues(monkeypatch, dtype):
     """addmm's bias, beta and alpha, inputs (1, N), (M, 1) and (M, N) of any strides, every
     activation; a float32 output; C written into views of any strides (mm's out=)."""
     monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
-    n, k = 1031, 520
+    m, n, k = 3, 1031, 520
     x, w = rows(m, k, dtype), rows(n, k, dtype)
     prod = x.double() @ w.double().t()
     bias = torch.randn(n, device="cuda").to(dtype)
@@ -92,7 +88,7 @@ def test_gemv_epilogues(monkeypatch, m, dtype):
         assert rel_err(out, prod) <= REL_BOUND[dtype], out.stride()
 
 
-@pytest.mark.parametrize("m", [1, 3, 4, 16])
+@pytest.mark.parametrize("m", [1, 3, 4])
 @pytest.mark.parametrize("n, k", [(1, 1 << 20), (7, 100003), (64, 65536), (300, 16392), (1000, 4104)])
 def test_gemv_few_long_rows(monkeypatch, m, n, k):
     """Weights of few long rows (up to 2^20 elements a row, fewer rows than the grid's warps): plain
@@ -111,9 +107,9 @@ def test_gemv_few_long_rows(monkeypatch, m, n, k):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_gemv_operand_views(monkeypatch, dtype):
-    """One row of x at any row stride (an odd one: one row needs none) and K not a multiple of 8, 12
-    rows at a padded stride; bmm of one batch; a weight whose rows start off 16 bytes goes to the
-    tile kernels (or their copies), right either way."""
+    """One row of x at any row stride (an odd one: one row needs none) and K not a multiple of 8;
+    bmm of one batch; a weight whose rows start off 16 bytes goes to the tile kernels (or their
+    copies), right either way."""
     monkeypatch.setenv("CUTE_GEMM_GEMV", "1")
     n, k = 777, 1001
     w = rows(n, k, dtype)
@@ -125,9 +121,6 @@ def test_gemv_operand_views(monkeypatch, dtype):
     out = cute_gemm.bmm(x[None], w.t()[None])
     assert gemv_family(x[None], w.t()[None]) == "gemv" and out.shape == (1, 1, n)
     assert rel_err(out[0], x.double() @ w.double().t()) <= REL_BOUND[dtype]
-    many = torch.randn(12, 1008, device="cuda").to(dtype)[:, :k]  # 12 rows at a padded stride
-    assert gemv_family(many, w.t()) == "gemv"
-    assert rel_err(poisoned((12, n), dtype, lambda: cute_gemm.mm(many, w.t())), many.double() @ w.double().t()) <= REL_BOUND[dtype]
     off = torch.randn(n, k + 9, device="cuda").to(dtype)[:, 1:k + 1]  # rows 2 bytes past 16
     assert gemv_family(x, off.t()) != "gemv"
     assert rel_err(cute_gemm.mm(x, off.t()), x.double() @ off.double().t()) <= REL_BOUND[dtype]
@@ -135,8 +128,7 @@ def test_gemv_operand_views(monkeypatch, dtype):
 
 @pytest.mark.parametrize("activation", ["silu", "gelu", "gelu_tanh"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("m, f, k", [(1, 14336, 4096), (3, 1000, 2050), (8, 7, 9), (16, 1000, 2050),
-                                     (32, 14336, 4096)])
+@pytest.mark.parametrize("m, f, k", [(1, 14336, 4096), (3, 1000, 2050), (8, 7, 9)])
 def test_gemv_gated(monkeypatch, m, f, k, dtype, activation):
     """gated_mm: act(x w_gate^T) * (x w_up^T) from both weights' rows in one pass."""
     monkeypatch.setenv("CUTE_GEMM_GEMV", "1")

@@ -287,7 +287,7 @@ def test_gated_plan(plan_of):
 def test_decode_gemv(plan_of):
     """The decode GEMV (gemv_plan.cpp, choose_gemv): x @ w.t() with at most 4 rows on sm_90, 16-bit, one
     problem, A's rows and B's columns (the weight's rows) K-contiguous and 16-byte aligned; gated_mm
-    alike; CUTE_GEMM_GEMV=1 takes it wherever it can run (up to 32 rows, any GPU), 0 never, and a knob
+    alike; CUTE_GEMM_GEMV=1 takes it wherever it can run (up to 8 rows, any GPU), 0 never, and a knob
     that pins a family, row or slice count keeps the tile kernels."""
     def family(m, n, k, **f):
         p = plan_of(m, n, k, **{"bn": 0, **f})
@@ -304,8 +304,7 @@ def test_decode_gemv(plan_of):
     # Any weight: few long rows too (their K shared by several warps).
     assert family(1, 64, 1 << 20)[0] == "gemv" and family(4, 1023, 16392)[0] == "gemv"
     assert family(5, 4096, 4096, gemv=1)[0] == "gemv" and family(8, 4096, 4096, gemv=1)[0] == "gemv"
-    assert family(32, 4096, 4096, gemv=1)[0] == "gemv"
-    assert family(33, 4096, 4096, gemv=1)[0] == "sm90"  # past the kernels' rows
+    assert family(9, 4096, 4096, gemv=1)[0] == "sm90"  # past the kernels' rows
     assert family(1, 4096, 4096, gemv=0)[0] == "sm90"
     assert family(1, 4096, 4096, major=8, sms=108, peak=2039)[0] == "sm80"  # measured on sm_90 only
     assert family(1, 4096, 4096, major=8, sms=108, peak=2039, gemv=1)[0] == "gemv"
