@@ -18,12 +18,12 @@ constexpr int kWarps = 8;  // a block's warps, each on weight rows of its own
 constexpr int kThreads = 32 * kWarps;
 // Blocks per SM the grid asks for, and the 16-byte loads of a weight row each lane has in flight:
 // 64 KB of a weight in flight per SM, past what the HBM's latency needs at the H200's rate per
-// SM, in 16 warps of up to 128 registers (the sums and A's values of 8 rows fit; 32 warps of 4
-// loads each ran alike at one row, and spilled at four).
+// SM, in 16 warps of up to 128 registers (32 warps of 4 loads each ran alike at one row, and
+// spilled at four). The 8-row kernels (CUTE_GEMM_GEMV=1 only) keep 4 loads and spill 12-16 bytes
+// (32 with 8 loads).
 constexpr int kBlocksPerSm = 2;
-constexpr int kUnroll = 8;
-constexpr int kVec = 8;           // elements per 16-byte load
-constexpr int kStep = 32 * kVec;  // elements of a row that one warp-wide load reads (512 bytes)
+constexpr int unroll_for(int rows) { return rows >= 8 ? 4 : 8; }
+constexpr int kVec = 8;  // elements per 16-byte load
 
 // The 8 elements of a 16-byte vector as floats (bf16: the upper half of a float's bits).
 __device__ __forceinline__ void to_floats(const uint4& v, float (&f)[kVec], __nv_bfloat16) {
@@ -66,32 +66,35 @@ struct RowsOfA {
   }
 };
 
-// acc[r] += B's row w (and acc2[r] += w2's, gated) . A(r, :) over all of K, this lane's share:
-// elements 8 lane + 256 i. The weight's loads stream (ld.global.cs: evict-first, a weight
-// is read once per call); kUnroll of them are issued before their sums.
+// acc[r] += B's row w (and acc2[r] += w2's, gated) . A(r, :) over all of K, this thread's share
+// of the row's `threads` (the lanes of the warps that share the row): elements 8 t + 8 threads i.
+// The weight's loads stream (ld.global.cs: evict-first, a weight is read once per call); kUnroll
+// of them are issued before their sums.
 template <class T, int kRows, bool kGated>
-__device__ __forceinline__ void row_dot(const T* w, const T* w2, const RowsOfA<T, kRows>& A, int k_total, int lane,
-                                        float (&acc)[kRows], float (&acc2)[kRows]) {
-  int64_t k = int64_t(lane) * kVec;
-  for (; k + (kUnroll - 1) * kStep + kVec <= k_total; k += kUnroll * kStep) {
+__device__ __forceinline__ void row_dot(const T* w, const T* w2, const RowsOfA<T, kRows>& A, int k_total, int t,
+                                        int threads, float (&acc)[kRows], float (&acc2)[kRows]) {
+  constexpr int kUnroll = unroll_for(kRows);
+  const int64_t step = int64_t(threads) * kVec;
+  int64_t k = int64_t(t) * kVec;
+  for (; k + (kUnroll - 1) * step + kVec <= k_total; k += kUnroll * step) {
     uint4 v[kUnroll], v2[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      v[u] = __ldcs(reinterpret_cast<const uint4*>(w + k + u * kStep));
-      if constexpr (kGated) v2[u] = __ldcs(reinterpret_cast<const uint4*>(w2 + k + u * kStep));
+      v[u] = __ldcs(reinterpret_cast<const uint4*>(w + k + u * step));
+      if constexpr (kGated) v2[u] = __ldcs(reinterpret_cast<const uint4*>(w2 + k + u * step));
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float f[kVec];
       to_floats(v[u], f, T());
-      A.fma(acc, f, k + u * kStep);
+      A.fma(acc, f, k + u * step);
       if constexpr (kGated) {
         to_floats(v2[u], f, T());
-        A.fma(acc2, f, k + u * kStep);
+        A.fma(acc2, f, k + u * step);
       }
     }
   }
-  for (; k + kVec <= k_total; k += kStep) {  // the rest in single vectors
+  for (; k + kVec <= k_total; k += step) {  // the rest in single vectors
     float f[kVec];
     to_floats(__ldcs(reinterpret_cast<const uint4*>(w + k)), f, T());
     A.fma(acc, f, k);
@@ -100,7 +103,7 @@ __device__ __forceinline__ void row_dot(const T* w, const T* w2, const RowsOfA<T
       A.fma(acc2, f, k);
     }
   }
-  if (k < k_total) {  // K % 8 != 0: the last elements one by one (one lane)
+  if (k < k_total) {  // K % 8 != 0: the last elements one by one (one thread)
     for (int64_t e = k; e < k_total; ++e) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
@@ -144,38 +147,71 @@ __device__ __forceinline__ void store(const GemmParams& p, int r, int64_t n, flo
   }
 }
 
-// Warp w of block b takes weight rows b kWarps + w, then a grid's worth of warps further on.
+// The block's warps take kWarps / split weight rows at a time, split warps a row (each a share of
+// its K, their sums met in shared memory in warp order); the grid's blocks take the next rows.
 template <class T, int kRows, bool kGated>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(const GemmParams p) {
-  const int lane = threadIdx.x % 32;
-  const int n_rows = kGated ? p.n / 2 : p.n;
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(const GemmParams p, int split) {
+  __shared__ float partial[kWarps][2 * kRows];  // a warp's sums of its share (gated: gate's, then up's)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n_rows = kGated ? p.n / 2 : p.n;
+  const int rows_per_block = kWarps / split, part = warp % split;
   const RowsOfA<T, kRows> A{static_cast<const T*>(p.a), p.lda, p.m};
-  // 64-bit: N may come within a grid's worth of warps of 2^31.
-  for (int64_t n = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; n < n_rows; n += int64_t(gridDim.x) * kWarps) {
-    const T* w = static_cast<const T*>(p.b) + n * p.ldb;
-    const T* w2 = kGated ? static_cast<const T*>(p.b2) + n * p.ldb : nullptr;
+  // 64-bit: N may come within a grid's worth of rows of 2^31. The bound is the block's, so that its
+  // warps meet at the barriers below the same number of times.
+  for (int64_t n0 = int64_t(blockIdx.x) * rows_per_block; n0 < n_rows; n0 += int64_t(gridDim.x) * rows_per_block) {
+    const int64_t n = n0 + warp / split;
     float acc[kRows] = {}, acc2[kRows] = {};
-    row_dot<T, kRows, kGated>(w, w2, A, p.k, lane, acc, acc2);
+    if (n < n_rows) {
+      const T* w = static_cast<const T*>(p.b) + n * p.ldb;
+      const T* w2 = kGated ? static_cast<const T*>(p.b2) + n * p.ldb : nullptr;
+      row_dot<T, kRows, kGated>(w, w2, A, p.k, part * 32 + lane, split * 32, acc, acc2);
+    }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       acc[r] = warp_sum(acc[r]);
       if constexpr (kGated) acc2[r] = warp_sum(acc2[r]);
     }
-    // Lane r stores row r's value (the sums are in every lane after the butterfly).
+    if (split == 1) {  // lane r stores row r's value (the sums are in every lane after the butterfly)
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (lane == r && r < p.m) store<T, kGated>(p, r, n, acc[r], acc2[r]);
+      for (int r = 0; r < kRows; ++r) {
+        if (lane == r && r < p.m && n < n_rows) store<T, kGated>(p, r, n, acc[r], acc2[r]);
+      }
+      continue;
     }
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        partial[warp][r] = acc[r];
+        partial[warp][kRows + r] = acc2[r];
+      }
+    }
+    __syncthreads();
+    if (part == 0 && lane < kRows && lane < p.m && n < n_rows) {
+      float sum = 0.f, sum2 = 0.f;
+      for (int s = 0; s < split; ++s) {
+        sum += partial[warp + s][lane];
+        sum2 += partial[warp + s][kRows + lane];
+      }
+      store<T, kGated>(p, lane, n, sum, sum2);
+    }
+    __syncthreads();  // the partials are read before the next rows' overwrite them
   }
 }
 
 template <class T, bool kGated>
 cudaError_t launch_rows(const GemmParams& p, int sms, cudaStream_t stream) {
   const int n_rows = kGated ? p.n / 2 : p.n;
+  // Warps per row: where the weight has fewer rows than half the warps the grid holds, a row's K
+  // is shared by up to all of a block's warps, so that more of them stream it (a warp alone on a
+  // long row is bound by its own loads in flight).
+  const int64_t warps = int64_t(sms) * kBlocksPerSm * kWarps;
+  int split = 1;
+  while (split < kWarps && int64_t(n_rows) * split * 2 <= warps) split *= 2;
   auto go = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
-    const int64_t blocks = std::min<int64_t>((int64_t(n_rows) + kWarps - 1) / kWarps, int64_t(sms) * kBlocksPerSm);
-    gemv_kernel<T, kRows, kGated><<<unsigned(std::max<int64_t>(blocks, 1)), kThreads, 0, stream>>>(p);
+    const int64_t per_block = kWarps / split;
+    const int64_t blocks = std::min<int64_t>((int64_t(n_rows) + per_block - 1) / per_block, int64_t(sms) * kBlocksPerSm);
+    gemv_kernel<T, kRows, kGated><<<unsigned(std::max<int64_t>(blocks, 1)), kThreads, 0, stream>>>(p, split);
     return cudaGetLastError();
   };
   if (p.m <= 1) return go(std::integral_constant<int, 1>{});
