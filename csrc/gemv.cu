@@ -1,5 +1,6 @@
-// The decode GEMV (gemv.h): a warp per weight row at a time, 16-byte streaming loads of the row,
-// the few rows of A from the L1, fp32 sums reduced across the warp, the GEMM kernels' epilogue.
+// The decode GEMV (gemv.h): a warp per weight row at a time (up to 8 on a row of a weight with few
+// rows), 16-byte streaming loads of the row, the few rows of A from the L1, fp32 sums reduced
+// across the warp (and the row's warps), the GEMM kernels' epilogue.
 #include "gemv.h"
 
 #include <cuda_bf16.h>

@@ -12,8 +12,8 @@ namespace {
 // path read a decode weight at 2.2-2.6 TB/s, the GEMV, whose warp-wide loads each read 512
 // contiguous bytes of a row, at 2.5-3.0 with 1 or 2 rows and 2.2-2.6 with 4 (within 3 % or faster),
 // and slower from 8, where its CUDA cores' arithmetic grows with the rows (docs/tuning.md section
-// 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only), any weight: where a few
-// long rows leave most warps idle (a warp reads a row alone), the swapped tile path was slower still.
+// 25). The rule: up to kGemvRuleRows rows on sm_90 (measured there only), any weight: a weight of
+// few long rows has up to 8 warps on each row (gemv.cu), and the swapped tile path was slower there.
 // CUTE_GEMM_GEMV=1 takes it wherever it can run, 0 never.
 constexpr int kGemvRuleRows = 4;
 
