@@ -1,5 +1,5 @@
-// CHECK_CUDA for the standalone benchmark programs (act_math.cu, mma_peak.cu): a failed CUDA call
-// prints where and why, and the program exits with status 2.
+// CHECK_CUDA for the standalone benchmark programs (act_math.cu, gemv_mma_sweep.cu, mma_peak.cu): a
+// failed CUDA call prints where and why, and the program exits with status 2.
 #pragma once
 
 #include <cstdio>
