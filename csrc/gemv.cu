@@ -172,11 +172,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(const Gemm
       acc[r] = warp_sum(acc[r]);
       if constexpr (kGated) acc2[r] = warp_sum(acc2[r]);
     }
-    if (split == 1) {  // lane r stores row r's value (the sums are in every lane after the butterfly)
+    if (split == 1) {
+      // Lane r stores row r's value (the sums are in every lane after the butterfly), all of the
+      // rows' lanes in one pass through the epilogue: with a branch per row the warp ran the
+      // epilogue once per row in turn.
+      float mine = acc[0], mine2 = acc2[0];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if (lane == r && r < p.m && n < n_rows) store<T, kGated>(p, r, n, acc[r], acc2[r]);
+      for (int r = 1; r < kRows; ++r) {
+        mine = lane == r ? acc[r] : mine;
+        mine2 = lane == r ? acc2[r] : mine2;
       }
+      if (lane < kRows && lane < p.m && n < n_rows) store<T, kGated>(p, lane, n, mine, mine2);
       continue;
     }
     if (lane == 0) {
