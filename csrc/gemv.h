@@ -1,8 +1,9 @@
 // The decode GEMV (gemv.cu): C = epilogue(A @ B) for a few rows of A (a decode step's tokens)
-// against a weight B that the call reads once, on the CUDA cores: every warp streams whole rows of
-// the weight (B's columns, K-major) with 16-byte loads, so that each load instruction reads 512
-// contiguous bytes and the HBM, not the tensor cores' tile shapes, sets the time. plan_for decides
-// where it runs (gemv_plan.cpp, choose_gemv); gemm_params.h's fields as the GEMM kernels read them.
+// against a weight B that the call reads once, on the CUDA cores: warps stream rows of the weight
+// (B's columns, K-major; a row alone, or a share of its K where the weight has few rows) with
+// 16-byte loads, so that each load instruction reads 512 contiguous bytes and the HBM, not the
+// tensor cores' tile shapes, sets the time. plan_for decides where it runs (gemv_plan.cpp,
+// choose_gemv); gemm_params.h's fields as the GEMM kernels read them.
 #pragma once
 
 #include <cuda_runtime_api.h>
