@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "autotune.h"
 #include "counters.h"
@@ -27,10 +28,10 @@ namespace {
 // tile resets the tile's counter, sm90/split_k.h), so that such a call runs no zeroing kernel of
 // its own. Zeroed once, when made or grown; the calls of that stream run in order, so one buffer
 // serves them all. Other streams (torch's pool, external ones, whose handles a library may
-// destroy and reuse) take counters of their own per call, and so does a call captured into a CUDA
-// graph, which may replay on any stream, beside eager calls. Returns the buffer, which the caller
-// holds until its launch is queued (a grow by another thread then frees the old one only after
-// it, in stream order), or an undefined tensor where the call takes its own.
+// destroy and reuse) take counters of their own per call, zeroed by a kernel before the GEMM; a
+// call captured into a CUDA graph takes a slice of its graph's (graph_counters). Returns the
+// buffer, which the caller holds until its launch is queued (a grow by another thread then frees
+// the old one only after it, in stream order), or an undefined tensor where the call takes others.
 at::Tensor default_stream_counters(int64_t n, bool pdl, cudaStream_t stream, cudaError_t& error) {
   const int device = at::cuda::current_device();
   if (stream != at::cuda::getDefaultCUDAStream(device).stream() || stream == cudaStreamPerThread) return {};
@@ -49,6 +50,137 @@ at::Tensor default_stream_counters(int64_t n, bool pdl, cudaStream_t stream, cud
     buffer = grown;  // only once zeroed: a failed zeroing leaves no unzeroed buffer behind
   }
   return buffer;
+}
+
+// The counters of split calls captured into CUDA graphs. Each captured call takes a slice of its
+// own for as long as its graph lives, zeroed when handed out; the kernel leaves it zeroed after
+// every replay, so the graph has no zeroing kernel before the GEMM (a node fewer per split call;
+// in a decode step, one per layer). The graph holds a CUDA user object whose destructor, run by
+// CUDA once the graph and its executable are destroyed and their launches done, puts the slice
+// back on a free list. One slice serves the graph because CUDA runs the launches of an executable
+// graph one at a time; copies of the captured graph that run at once (another instantiation, a
+// clone, a child-graph node twice) would share its counters, as they share its workspace. Slices
+// come in sizes of 64 << c counters, cut from chunks that are never freed: they grow with the
+// split calls captured into graphs alive at once, and a destroyed graph's slices serve the next
+// captures. Where a slice can't be had the call zeroes counters of its own, as on a side stream.
+struct GraphCounterSlice {
+  int device;
+  int size_class;
+  int* counters;
+};
+
+struct GraphCounterPool {
+  std::vector<std::vector<int*>> free;  // by size class
+  int* chunk = nullptr;                 // the unused end of the newest chunk
+  int64_t chunk_left = 0;
+};
+
+// The free lists' lock, which the destructors take on CUDA's thread: held for no CUDA call.
+std::mutex graph_counter_mutex;
+auto* graph_counter_pools = new std::map<int, GraphCounterPool>();  // never freed, as above
+
+// The slice's destructor (on CUDA's thread: no CUDA calls), also called where a capture fails.
+void return_graph_counters(void* data) {
+  auto* slice = static_cast<GraphCounterSlice*>(data);
+  {
+    const std::lock_guard<std::mutex> lock(graph_counter_mutex);
+    (*graph_counter_pools)[slice->device].free[slice->size_class].push_back(slice->counters);
+  }
+  delete slice;
+}
+
+// Zero n counters (a new chunk's, or a slice back from a destroyed graph's) before returning,
+// while the calling thread's stream may be capturing: on a stream of the library's own, under the
+// relaxed capture mode (as torch's caching allocator mallocs during a capture), so that the first
+// replay finds them zeroed. With `malloc`, first cudaMalloc them into *counters.
+cudaError_t zeroed_now(int** counters, int64_t n, bool malloc) {
+  static auto* zeroing = new std::map<int, cudaStream_t>();  // under graph_counters' take lock
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaError_t error = cudaThreadExchangeStreamCaptureMode(&mode);
+  if (error != cudaSuccess) return error;
+  cudaStream_t& stream = (*zeroing)[at::cuda::current_device()];
+  if (stream == nullptr) error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (error == cudaSuccess && malloc) error = cudaMalloc(counters, n * sizeof(int));
+  if (error == cudaSuccess) error = cudaMemsetAsync(*counters, 0, n * sizeof(int), stream);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+  if (error != cudaSuccess && malloc && *counters != nullptr) {
+    cudaFree(*counters);
+    *counters = nullptr;
+  }
+  const cudaError_t restored = cudaThreadExchangeStreamCaptureMode(&mode);
+  return error != cudaSuccess ? error : restored;
+}
+
+// A zeroed slice of n counters that the graph `stream` captures owns; nullptr where `stream` is
+// not capturing or no slice could be had (the error cleared: the call then zeroes its own).
+int* graph_counters(int64_t n, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamGetCaptureInfo(stream, &capture, nullptr, &graph) != cudaSuccess) {
+    cudaGetLastError();  // this call's error only: the launch that follows reports its own
+    return nullptr;
+  }
+  if (capture != cudaStreamCaptureStatusActive || graph == nullptr) return nullptr;
+  static std::mutex take;  // one capture at a time takes or makes slices
+  const std::lock_guard<std::mutex> take_lock(take);
+  int size_class = 0;
+  while ((int64_t(64) << size_class) < n) ++size_class;
+  const int64_t size = int64_t(64) << size_class;
+  const int device = at::cuda::current_device();
+  int* counters = nullptr;
+  bool fresh = false;  // cut from a chunk zeroed when made
+  {
+    const std::lock_guard<std::mutex> lock(graph_counter_mutex);
+    GraphCounterPool& pool = (*graph_counter_pools)[device];
+    if (int(pool.free.size()) <= size_class) pool.free.resize(size_class + 1);
+    if (!pool.free[size_class].empty()) {
+      counters = pool.free[size_class].back();
+      pool.free[size_class].pop_back();
+    } else if (pool.chunk_left >= size) {
+      counters = pool.chunk;
+      fresh = true;
+    }
+  }
+  cudaError_t error = cudaSuccess;
+  if (counters == nullptr) {  // a new chunk (the rest of the last one, if any, goes unused)
+    const int64_t chunk_size = std::max<int64_t>(size, int64_t(1) << 16);
+    int* chunk = nullptr;
+    error = zeroed_now(&chunk, chunk_size, true);
+    if (error == cudaSuccess) {
+      const std::lock_guard<std::mutex> lock(graph_counter_mutex);
+      GraphCounterPool& pool = (*graph_counter_pools)[device];
+      pool.chunk = chunk;
+      pool.chunk_left = chunk_size;
+      counters = chunk;
+      fresh = true;
+    }
+  } else if (!fresh) {
+    // A slice back from a destroyed graph is zero if every launch ran to its end; zeroed again
+    // here, at capture time, so that no launch cut short leaves a later graph a nonzero counter.
+    error = zeroed_now(&counters, size, false);
+  }
+  if (fresh) {
+    const std::lock_guard<std::mutex> lock(graph_counter_mutex);
+    GraphCounterPool& pool = (*graph_counter_pools)[device];
+    pool.chunk += size;
+    pool.chunk_left -= size;
+  }
+  auto* slice = counters != nullptr ? new GraphCounterSlice{device, size_class, counters} : nullptr;
+  cudaUserObject_t owner = nullptr;
+  if (error == cudaSuccess) {
+    error = cudaUserObjectCreate(&owner, slice, return_graph_counters, 1, cudaUserObjectNoDestructorSync);
+    if (error != cudaSuccess) return_graph_counters(slice);
+  } else if (slice != nullptr) {
+    return_graph_counters(slice);
+  }
+  // The graph holds the only reference from here: it may destroy the slice, not the counters.
+  if (error == cudaSuccess) error = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
+  if (error != cudaSuccess && owner != nullptr) cudaUserObjectRelease(owner, 1);  // returns the slice
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return counters;
 }
 
 }  // namespace
@@ -127,10 +259,10 @@ Launch prepared_launch(const Plan& plan, const Problem& problem, const Overrides
 
 // Launch row `cfg` (of the SM90 or SM80 table) with `splits` K slices (SM90 only). Split-K: fp32
 // partials of every slice of every tile from torch's caching allocator on this stream, and one
-// arrival counter per tile: on the default stream its buffer's (default_stream_counters); on
-// another stream, or while a stream captures a CUDA graph, the call's own, after the partials,
-// zeroed by a small kernel before the GEMM. The SM90 family makes one launch (per_launch == batch
-// below), so a counter serves one launch at a time.
+// arrival counter per tile: on the default stream its buffer's (default_stream_counters); while a
+// stream captures a CUDA graph, the graph's (graph_counters); on another stream the call's own,
+// after the partials, zeroed by a small kernel before the GEMM. The SM90 family makes one launch
+// (per_launch == batch below), so a counter serves one launch at a time.
 cudaError_t Launch::operator()(int cfg, int splits) const {
   const bool sm90 = plan.sm90, tf32 = plan.tf32;
   Launcher launch = nullptr;
@@ -180,10 +312,11 @@ cudaError_t Launch::operator()(int cfg, int splits) const {
       cudaError_t error = cudaSuccess;
       counters = default_stream_counters(shared_tiles, p.pdl, stream, error);
       if (error != cudaSuccess) return error;
-      workspace = at::empty({partials + (counters.defined() ? 0 : shared_tiles)}, float_options);
+      int* kept = counters.defined() ? counters.data_ptr<int>() : graph_counters(shared_tiles, stream);
+      workspace = at::empty({partials + (kept != nullptr ? 0 : shared_tiles)}, float_options);
       r.workspace = workspace.data_ptr<float>();
-      if (counters.defined()) {
-        r.flags = counters.data_ptr<int>();
+      if (kept != nullptr) {
+        r.flags = kept;
       } else {
         r.flags = reinterpret_cast<int*>(r.workspace + partials);
         if (cudaError_t e = zero_counters(r.flags, shared_tiles, p.pdl, stream); e != cudaSuccess) return e;

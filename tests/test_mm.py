@@ -1,5 +1,6 @@
 """GPU correctness of cute_gemm.mm against a float64 reference, over shapes, layouts and dtypes."""
 
+import gc
 import itertools
 import re
 from pathlib import Path
@@ -160,12 +161,12 @@ def test_split_k(splits, config, layout, monkeypatch):
 
 def test_split_counters_of_streams_and_graphs(monkeypatch):
     """A split call's arrival counters: on the default stream, one buffer that every split launch
-    leaves zeroed (launch.cpp, default_stream_counters); on other streams and in CUDA graphs, the
-    call's own. Split calls of other tile and slice counts and a stream-K tail, eagerly on the
-    default stream and on a side stream at once, with a graph of the same calls (captured on the
-    side stream) replayed on a third stream beside them: every result right and the same bits
-    each round. A counter left nonzero sums its tile too early, or never (the NaN-poisoned
-    output then shows it: every C here is written in place, N % 8 == 0)."""
+    leaves zeroed (launch.cpp, default_stream_counters); in a CUDA graph, the graph's
+    (graph_counters); on other streams, the call's own. Split calls of other tile and slice counts
+    and a stream-K tail, eagerly on the default stream and on a side stream at once, with a graph of
+    the same calls (captured on the side stream) replayed on a third stream beside them: every
+    result right and the same bits each round. A counter left nonzero sums its tile too early, or
+    never (the NaN-poisoned output then shows it: every C here is written in place, N % 8 == 0)."""
     use_family(monkeypatch, "sm90")
     torch.manual_seed(13)
     dtype = torch.bfloat16
@@ -215,6 +216,68 @@ def test_split_counters_of_streams_and_graphs(monkeypatch):
         for outs in (eager, graph_outs, on_side, eager_again):
             for out, want in zip(outs, first):
                 assert torch.equal(out, want)
+
+
+def test_split_counters_of_graphs_replayed_and_remade(monkeypatch):
+    """A split call captured into a CUDA graph counts its tiles' pieces in counters that its graph
+    owns (launch.cpp, graph_counters): zero when handed out, left zeroed by every replay, put back
+    for later captures when the graph is destroyed; the replay runs no zeroing kernel. Two graphs
+    of the same split calls, replayed at once on two streams many times, then destroyed and
+    captured again (on the slices the first graphs gave back, where CUDA has run their destructors
+    by then): every result the eager call's bits. A counter left nonzero, or shared by the two
+    graphs, sums a tile early or never (the output's NaN poison then shows it)."""
+    use_family(monkeypatch, "sm90")
+    torch.manual_seed(14)
+    dtype = torch.bfloat16
+    # (M, N, K, CUTE_GEMM_SPLITS, CUTE_GEMM_STREAM_K)
+    calls = [(300, 520, 2056, "3", "0"), (16, 4096, 1024, "7", "0"), (2176, 2176, 2048, "1", "1")]
+    operands = [(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype)) for m, n, k, _, _ in calls]
+
+    def run_all():
+        outs = []
+        for (a, b), (_, _, _, splits, stream_k) in zip(operands, calls):
+            monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
+            monkeypatch.setenv("CUTE_GEMM_STREAM_K", stream_k)
+            out = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=dtype)
+            outs.append(cute_gemm.mm(a, b, out=out))
+        return outs
+
+    for (a, b), (_, _, _, splits, stream_k) in zip(operands, calls):
+        monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
+        monkeypatch.setenv("CUTE_GEMM_STREAM_K", stream_k)
+        plan = cute_gemm.explain(a, b)
+        assert int(plan["splits"]) > 1 or int(plan["stream_k_tiles"]) > 0, plan
+    want = run_all()
+    for out, (a, b) in zip(want, operands):
+        assert not out.isnan().any() and rel_err(out, a.double() @ b.double()) <= REL_BOUND[dtype]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    with torch.cuda.stream(streams[0]):  # eagerly on another stream: counters zeroed per call
+        assert sum("zero_counters" in name for name in kernel_names(run_all)) == len(calls)
+    for _ in range(3):
+        graphs, graph_outs = [], []
+        for stream in streams:
+            stream.wait_stream(torch.cuda.current_stream())
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                graph_outs.append(run_all())
+            graphs.append(graph)
+        torch.cuda.synchronize()
+        replayed = kernel_names(graphs[0].replay)  # the fills and the GEMMs, no zeroing kernel
+        assert sum("zero_counters" in name for name in replayed) == 0, replayed
+        assert sum("gemm_kernel" in name for name in replayed) == len(calls), replayed
+        for _ in range(5):
+            for graph, stream in zip(graphs, streams):
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    graph.replay()
+            for stream in streams:
+                torch.cuda.current_stream().wait_stream(stream)
+            for outs in graph_outs:
+                for out, expected in zip(outs, want):
+                    assert torch.equal(out, expected)
+        del graphs, graph_outs, graph
+        gc.collect()
+        torch.cuda.synchronize()
 
 
 @pytest.mark.parametrize("row", [8, 12])
