@@ -87,7 +87,7 @@ if layouts:
 
 sources = ["csrc/bindings.cpp", "csrc/gemm.cpp", "csrc/plan.cpp", "csrc/gated_plan.cpp", "csrc/gemv_plan.cpp", "csrc/in_place.cpp", "csrc/describe.cpp", "csrc/checks.cpp", "csrc/dispatch.cpp",
            "csrc/knobs.cpp", "csrc/operands.cpp", "csrc/launch.cpp",
-           "csrc/autotune.cpp", "csrc/counters.cu", "csrc/gemv.cu", "csrc/row_copy.cu", "csrc/cross_entropy.cu", "csrc/cross_entropy_op.cpp"] + sorted(
+           "csrc/autotune.cpp", "csrc/counters.cu", "csrc/gemv.cu", "csrc/row_copy.cu", "csrc/cross_entropy.cu", "csrc/cross_entropy_op.cpp", "csrc/rms_norm.cu", "csrc/rms_norm_op.cpp"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "instantiations").glob("*.cu")
 )
 

@@ -1,5 +1,5 @@
 """Models with torch.nn.Linear against the same models after cute_gemm.optimize (cute_gemm.nn.Linear,
-and cute_gemm.nn.GatedMLP for the Llama MLP), same run, same weights.
+cute_gemm.nn.GatedMLP for the Llama MLP, cute_gemm.nn.RMSNorm), same run, same weights.
 
     python -P bench/bench_models.py                          # every workload, eager and torch.compile
     python -P bench/bench_models.py --workloads decode --decode-tokens 1,16
@@ -191,8 +191,9 @@ def rope_tables(torch, positions, head_dim, dtype):
 
 
 def swap_linears(torch, cute_gemm, model):
-    """model as a user gets it from cute_gemm.optimize: every torch.nn.Linear a cute_gemm.nn.Linear
-    and every LlamaMLP a cute_gemm.nn.GatedMLP, on the same Parameters."""
+    """model as a user gets it from cute_gemm.optimize: every torch.nn.Linear a cute_gemm.nn.Linear,
+    every LlamaMLP a cute_gemm.nn.GatedMLP and every torch.nn.RMSNorm a cute_gemm.nn.RMSNorm, on the
+    same Parameters."""
     return cute_gemm.optimize(model)
 
 

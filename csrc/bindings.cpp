@@ -40,6 +40,10 @@ TORCH_LIBRARY(cute_gemm, m) {
   // linear_cross_entropy's (cute_gemm/loss.py) pass over the logits: returns the rows' losses and
   // leaves the loss's gradient, times scale, in the logits' place (csrc/cross_entropy.h, gemm.h).
   m.def("softmax_cross_entropy_(Tensor(a!) logits, Tensor target, int ignore_index, Tensor? scale=None) -> Tensor");
+  // cute_gemm.nn.RMSNorm's kernel: torch's rms_norm over the last dimension, launched with PDL so
+  // that it starts beside the kernels around it (csrc/rms_norm.h; its autograd formula is in
+  // cute_gemm/ops.py).
+  m.def("rms_norm(Tensor x, Tensor? weight, float eps) -> Tensor");
   // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
   m.def(
       "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "
@@ -62,8 +66,14 @@ TORCH_LIBRARY_IMPL(cute_gemm, CompositeImplicitAutograd, m) { m.impl("explain", 
     m.impl("mm_row_sums", &cute_gemm::mm_row_sums); \
   }
 CUTE_GEMM_IMPLS(CUDA)
-TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) { m.impl("softmax_cross_entropy_", &cute_gemm::softmax_cross_entropy_); }
-TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) { m.impl("softmax_cross_entropy_", &cute_gemm::softmax_cross_entropy_); }
+TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) {
+  m.impl("softmax_cross_entropy_", &cute_gemm::softmax_cross_entropy_);
+  m.impl("rms_norm", &cute_gemm::rms_norm);
+}
+TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) {
+  m.impl("softmax_cross_entropy_", &cute_gemm::softmax_cross_entropy_);
+  m.impl("rms_norm", &cute_gemm::rms_norm);
+}
 CUTE_GEMM_IMPLS(CPU)
 CUTE_GEMM_IMPLS(SparseCPU)
 CUTE_GEMM_IMPLS(SparseCUDA)

@@ -125,13 +125,13 @@ cudaError_t launch(void* logits, int64_t rows, int64_t cols, int64_t ld, const i
 
 }  // namespace
 
-cudaError_t softmax_xent_rows(void* logits, XentDType dtype, int64_t rows, int64_t cols, int64_t ld,
+cudaError_t softmax_xent_rows(void* logits, RowDType dtype, int64_t rows, int64_t cols, int64_t ld,
                               const int64_t* target, int64_t ignore_index, const float* scale, float* loss,
                               cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   switch (dtype) {
-    case XentDType::kF16: return launch<__half>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
-    case XentDType::kBF16:
+    case RowDType::kF16: return launch<__half>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
+    case RowDType::kBF16:
       return launch<__nv_bfloat16>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
     default: return launch<float>(logits, rows, cols, ld, target, ignore_index, scale, loss, stream);
   }

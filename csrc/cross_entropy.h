@@ -8,9 +8,9 @@
 
 #include <cuda_runtime.h>
 
-namespace cute_gemm {
+#include "row_dtype.h"
 
-enum class XentDType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
+namespace cute_gemm {
 
 // logits: rows x cols elements of type dtype, row r at logits + r * ld (in elements); target:
 // rows int64 class indices. For each row: loss[r] = logsumexp(row) - row[target[r]] (0 where
@@ -18,7 +18,7 @@ enum class XentDType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 // *scale (scale null: 1; zeros where ignored): the gradient of the loss summed and scaled by *scale
 // with respect to the logits. A target outside [0, cols) other than ignore_index gives that row a
 // NaN loss and NaN gradient. One block per row: rows < 2^31.
-cudaError_t softmax_xent_rows(void* logits, XentDType dtype, int64_t rows, int64_t cols, int64_t ld,
+cudaError_t softmax_xent_rows(void* logits, RowDType dtype, int64_t rows, int64_t cols, int64_t ld,
                               const int64_t* target, int64_t ignore_index, const float* scale, float* loss,
                               cudaStream_t stream);
 

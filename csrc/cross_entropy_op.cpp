@@ -37,7 +37,7 @@ at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, 
   const c10::cuda::CUDAGuard guard(logits.device());
   at::Tensor loss = at::empty({logits.size(0)}, logits.options().dtype(at::kFloat));
   const at::Tensor t = target.contiguous();
-  const XentDType xt = dt == at::kHalf ? XentDType::kF16 : dt == at::kBFloat16 ? XentDType::kBF16 : XentDType::kF32;
+  const RowDType xt = dt == at::kHalf ? RowDType::kF16 : dt == at::kBFloat16 ? RowDType::kBF16 : RowDType::kF32;
   C10_CUDA_CHECK(softmax_xent_rows(logits.data_ptr(), xt, logits.size(0), logits.size(1), logits.stride(0),
                                    t.data_ptr<int64_t>(), ignore_index,
                                    scale.has_value() ? scale->data_ptr<float>() : nullptr, loss.data_ptr<float>(),

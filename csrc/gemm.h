@@ -41,6 +41,10 @@ at::Tensor gated_mm(const at::Tensor& x, const at::Tensor& w_gate, const at::Ten
 //   float32 tensor on their device; none: 1) (cross_entropy.h, softmax_xent_rows)
 at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, int64_t ignore_index,
                                   const std::optional<at::Tensor>& scale);
+//   rms_norm: x * rsqrt(mean(x^2 over the last dimension) + eps) * weight, x float16, bfloat16 or
+//   float32 (..., D), weight (D,) of x's dtype or none: cute_gemm.nn.RMSNorm's kernel, launched with
+//   PDL so that it starts beside the kernels around it (rms_norm.h, rms_norm_op.cpp)
+at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 
 }  // namespace cute_gemm

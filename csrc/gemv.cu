@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "epilogue.h"
+#include "pdl.h"
 
 namespace cute_gemm {
 namespace {
@@ -157,6 +158,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(const Gemm
   const int64_t n_rows = kGated ? p.n / 2 : p.n;
   const int rows_per_block = kWarps / split, part = warp % split;
   const RowsOfA<T, kRows> A{static_cast<const T*>(p.a), p.lda, p.m};
+  // The next kernel, where launched with PDL (a decode step's RMSNorm, rms_norm.h), may be scheduled
+  // now onto SMs this grid leaves or frees; its wait still waits for this grid to complete. This
+  // kernel itself launches plainly: with PDL and the start of its weight prefetched into the L2
+  // before the wait, the decode step at one token ran 2 % slower (docs/tuning.md, section 25).
+  pdl_launch_dependents();
   // 64-bit: N may come within a grid's worth of rows of 2^31. The bound is the block's, so that its
   // warps meet at the barriers below the same number of times.
   for (int64_t n0 = int64_t(blockIdx.x) * rows_per_block; n0 < n_rows; n0 += int64_t(gridDim.x) * rows_per_block) {

@@ -18,7 +18,8 @@ namespace cute_gemm {
 // there is more than one), any K; C written element by element through ldc and ldc_col, in C's
 // type or fp32 (c_f32); the epilogue's X term (any strides), alpha, beta and activation as the
 // GEMM kernels apply them. Gated (p.b2 set): C(m, f) = act(A B)(m, f) * (A B2)(m, f) for
-// f < p.n / 2. sms: the GPU's multiprocessors (the grid fills them).
+// f < p.n / 2. sms: the GPU's multiprocessors (the grid fills them). Launched plainly; its blocks
+// let a PDL-launched successor be scheduled from their start (pdl.h).
 cudaError_t gemv(const GemmParams& p, DType d, int sms, cudaStream_t stream);
 
 }  // namespace cute_gemm

@@ -1,6 +1,7 @@
-// Programmatic dependent launch (PDL), shared by the kernels launched with it (the SM90 GEMM and
-// the split-K counter zeroing): the launch attribute, and what such a kernel does first; and the
-// trigger alone, for the row copy kernel (launched without it) that a GEMM follows.
+// Programmatic dependent launch (PDL), shared by the kernels launched with it (the SM90 GEMM, the
+// RMSNorm and the split-K counter zeroing): the launch attribute, and what such a kernel does
+// first; and the trigger alone, for kernels launched without it that such a kernel follows (the
+// row copy kernel before a GEMM, the decode GEMV before an RMSNorm).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,9 +30,9 @@ __device__ __forceinline__ void pdl_launch_dependents_then_wait() {
 }
 
 // For a kernel launched without PDL whose successor may be (the row copy kernel before the GEMM
-// that reads its copies): let that successor's blocks be scheduled and run their prologue as soon
-// as all of this grid is resident; the successor's own wait above still waits for this grid to
-// complete. Without a PDL successor a no-op.
+// that reads its copies, the decode GEMV before an RMSNorm): let that successor's blocks be
+// scheduled and run their prologue as soon as all of this grid is resident; the successor's own
+// wait above still waits for this grid to complete. Without a PDL successor a no-op.
 __device__ __forceinline__ void pdl_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

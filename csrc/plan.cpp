@@ -360,8 +360,11 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // PDL where the kernel follows the previous call's work, or this call's padded operand copies
   // (the row copy kernel lets it set up while the copies finish; its wait still waits for them):
   // not after a copy of X (a bias row, a C input), nor before a scratch C's copy-out (2026-11-25:
-  // 574^3, copies on both sides, ran 3 % slower with it).
-  plan.pdl = o.pdl != 0 && plan.x_copy == Plan::XCopy::kNone &&
+  // 574^3, copies on both sides, ran 3 % slower with it). Only where the sm_90a code runs (the
+  // counter zeroing's wait is compiled for sm_90 and later: code of an older arch, JIT-compiled for
+  // a newer GPU, would launch early and not wait).
+  plan.pdl = o.pdl != 0 && p.device.sm90a_built && p.device.major == 9 && p.device.minor == 0 &&
+             plan.x_copy == Plan::XCopy::kNone &&
              (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged);
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
   plan.l2_hint = plan.sm90 && !plan.sm90_narrow ? l2_mode(o) : 0;  // the narrow kernels read with cp.async

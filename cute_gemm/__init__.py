@@ -6,7 +6,7 @@
     z = cute_gemm.bmm(a3, b3)                               # (B, M, K) @ (B, K, N), one launch
     v = cute_gemm.matmul(x3, w.t())                         # torch.matmul's rules on mm/bmm
     layer = cute_gemm.nn.Linear(4096, 1024, activation="relu")  # a drop-in torch.nn.Linear
-    model = cute_gemm.optimize(model)                       # its Linears and gated MLPs swapped in place
+    model = cute_gemm.optimize(model)                       # its Linears, gated MLPs, RMSNorms swapped in place
     loss = cute_gemm.linear_cross_entropy(h, head.weight, labels)  # LM head + cross-entropy, one op
     print(cute_gemm.explain(a, b))                          # the kernel and tile a call would run
 

@@ -4,10 +4,12 @@
     y = layer(x)                # gelu(x @ W^T + b): bias and activation fused into the GEMM's epilogue
     z = layer2(y, residual=x)   # x + y @ W2^T: the residual added in the epilogue
     mlp = cute_gemm.nn.GatedMLP(4096, 14336, device="cuda", dtype=torch.bfloat16)  # Llama's MLP
-    model = cute_gemm.optimize(model)  # its nn.Linear and gated MLPs swapped in place, same Parameters
+    norm = cute_gemm.nn.RMSNorm(4096, device="cuda", dtype=torch.bfloat16)  # starts beside its neighbours
+    model = cute_gemm.optimize(model)  # its nn.Linear, gated MLPs and RMSNorms swapped in place, same Parameters
 """
 
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -165,6 +167,50 @@ class GatedMLP(torch.nn.Module):
                 f"activation={self.activation!r}")
 
 
+def _is_dtensor(t) -> bool:
+    # Whoever makes DTensors has imported torch.distributed.tensor (cute_gemm does not import it).
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(t, module.DTensor)
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """A drop-in torch.nn.RMSNorm: same constructor, weight Parameter and state_dict, and torch's
+    results (float32 arithmetic, rounded once to x's dtype).
+
+    Where no gradient is needed (inference, a decode step), float16, bfloat16 and float32 CUDA
+    inputs with a weight of their dtype (or none) over one normalized dimension run cute_gemm's
+    kernel (torch.ops.cute_gemm.rms_norm), launched with programmatic dependent launch: in a decode
+    step it is scheduled while the projection before it runs, and an SM90 GEMM after it while it
+    runs. Everything else (training, autocast, CPU, DTensors) runs torch's F.rms_norm.
+    """
+
+    @classmethod
+    def from_torch(cls, norm: torch.nn.RMSNorm) -> "RMSNorm":
+        """An RMSNorm that uses norm's own weight Parameter (shared, not copied)."""
+        dtype = norm.weight.dtype if norm.weight is not None else None
+        new = cls(norm.normalized_shape, eps=norm.eps, elementwise_affine=norm.elementwise_affine, device="meta",
+                  dtype=dtype)
+        new.weight = norm.weight
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._kernel_serves(x):
+            # eps=None is torch's float32 epsilon for these dtypes (its default, at float32 arithmetic).
+            eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
+            return torch.ops.cute_gemm.rms_norm.default(x, self.weight, eps)
+        return super().forward(x)
+
+    def _kernel_serves(self, x: torch.Tensor) -> bool:
+        w = self.weight
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or (w is not None and w.requires_grad))
+        # DTensors (tensor parallelism; torch's rms_norm has their sharding rules) and nested tensors
+        # run torch's.
+        plain = not x.is_nested and not _is_dtensor(x) and not _is_dtensor(w)
+        return (plain and x.is_cuda and x.dtype in (torch.float16, torch.bfloat16, torch.float32) and not needs_grad
+                and len(self.normalized_shape) == 1 and x.dim() >= 1 and x.shape[-1] == self.normalized_shape[0]
+                and (w is None or w.dtype == x.dtype) and not torch.is_autocast_enabled("cuda"))
+
+
 # The gated MLP classes optimize() recognises by name: each computes exactly
 # down_proj(act_fn(gate_proj(x)) * up_proj(x)) (Hugging Face transformers' modeling files).
 GATED_MLP_CLASSES = ("LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP")
@@ -185,8 +231,9 @@ def _gated_activation(act) -> str | None:
 
 
 def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = ()) -> torch.nn.Module:
-    """Swaps model's torch.nn.Linear layers for cute_gemm.nn.Linear and its gated MLPs for
-    cute_gemm.nn.GatedMLP, in place, on the same Parameters; returns model.
+    """Swaps model's torch.nn.Linear layers for cute_gemm.nn.Linear, its gated MLPs for
+    cute_gemm.nn.GatedMLP and its torch.nn.RMSNorm layers for cute_gemm.nn.RMSNorm, in place, on
+    the same Parameters; returns model.
 
     A gated MLP is a module of a class named in GATED_MLP_CLASSES (or in gated_mlp_classes: classes
     or class names whose forward is down_proj(act_fn(gate_proj(x)) * up_proj(x))) with nn.Linear
@@ -199,7 +246,7 @@ def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = ()) -> torch.
     names = set(GATED_MLP_CLASSES) | {c if isinstance(c, str) else c.__name__ for c in gated_mlp_classes}
 
     def swapped(child: torch.nn.Module) -> torch.nn.Module | None:
-        if isinstance(child, (Linear, GatedMLP)):
+        if isinstance(child, (Linear, GatedMLP, RMSNorm)):
             return None
         if type(child).__name__ in names:
             layers = [getattr(child, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
@@ -208,6 +255,8 @@ def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = ()) -> torch.
                 return GatedMLP.from_linears(*layers, activation=act)
         if type(child) is torch.nn.Linear:
             return Linear.from_torch(child)
+        if type(child) is torch.nn.RMSNorm:
+            return RMSNorm.from_torch(child)
         return None
 
     def walk(module: torch.nn.Module) -> None:

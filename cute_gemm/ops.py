@@ -313,11 +313,49 @@ def _bmm_out_fake(a, b, *, out_dtype=None, out):
     return _checked_out("bmm", out, a, *_bmm_meta(a, b, out_dtype))
 
 
+@torch.library.register_fake("cute_gemm::rms_norm")
+def _rms_norm_fake(x, weight, eps):
+    # The C++ checks' order and types (csrc/rms_norm_op.cpp).
+    op = "rms_norm"
+    torch._check_value(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (the normalized one), got "
+                       "a 0-D tensor")
+    torch._check_type(x.dtype in _DTYPES, lambda: f"{op}: x must be float16, bfloat16 or float32, got {x.dtype}")
+    if weight is not None:
+        torch._check_type(weight.dtype == x.dtype, lambda: f"{op}: weight must have x's dtype {x.dtype}, got "
+                          f"{weight.dtype}")
+        torch._check_value(weight.dim() == 1 and weight.shape[0] == x.shape[-1], lambda: f"{op}: weight must be 1-D "
+                           f"with x's last dimension D = {x.shape[-1]} entries, got shape {_shape(weight)}")
+    return x.new_empty(x.shape)
+
+
 # ---------------------------------------------------------------------------------- autograd
 # The functional overloads only (out= overloads are not differentiable, as in torch): the formulas
 # are registered in C++ (csrc/bindings.cpp), where a call that needs no gradient skips them.
 # Gradients are GEMMs of the same library: a transposed view (b.t(), a.mT) is read in place by
 # the kernels, so dA = dC @ B^T and dB = A^T @ dC need no copies.
+# rms_norm's (cute_gemm.nn.RMSNorm runs it where no gradient is needed, torch's own otherwise) is
+# here: torch's formula in float32, for direct calls of the op.
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, eps = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.eps = eps
+
+
+def _rms_norm_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    xf = x.float()
+    r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + ctx.eps)
+    n = xf * r  # the normalized x
+    g = grad.float()
+    gw = g * weight.float() if weight is not None else g
+    dx = r * (gw - n * (gw * n).mean(-1, keepdim=True)) if ctx.needs_input_grad[0] else None
+    dw = (g * n).reshape(-1, x.shape[-1]).sum(0) if weight is not None and ctx.needs_input_grad[1] else None
+    return (dx.to(x.dtype) if dx is not None else None), (dw.to(weight.dtype) if dw is not None else None), None
+
+
+torch.library.register_autograd("cute_gemm::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup)
 
 
 # ---------------------------------------------------------------------------- functionalization

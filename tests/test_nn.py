@@ -66,13 +66,14 @@ class Block(torch.nn.Module):
 
 # ======================================================================================= CPU
 
-def test_optimize_swaps_linears_and_gated_mlps_on_the_same_parameters():
+def test_optimize_swaps_linears_gated_mlps_and_rms_norms_on_the_same_parameters():
     model = torch.nn.Sequential(Block(16, 40), Block(16, 40)).eval()
     params = dict(model.named_parameters())
     keys = list(model.state_dict())
     assert cute_gemm.optimize(model) is model
     for block in model:
         assert type(block.proj) is cute_gemm.nn.Linear
+        assert type(block.norm1) is cute_gemm.nn.RMSNorm and type(block.norm2) is cute_gemm.nn.RMSNorm
         assert type(block.mlp) is cute_gemm.nn.GatedMLP and block.mlp.activation == "silu"
         assert all(type(m) is cute_gemm.nn.Linear for m in (block.mlp.gate_proj, block.mlp.up_proj,
                                                              block.mlp.down_proj))
