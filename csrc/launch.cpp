@@ -128,7 +128,7 @@ int* graph_counters(int64_t n, cudaStream_t stream) {
   const int64_t size = int64_t(64) << size_class;
   const int device = at::cuda::current_device();
   int* counters = nullptr;
-  bool fresh = false;  // cut from a chunk zeroed when made
+  bool reused = false;  // back from a destroyed graph (else cut from a chunk zeroed when made)
   {
     const std::lock_guard<std::mutex> lock(graph_counter_mutex);
     GraphCounterPool& pool = (*graph_counter_pools)[device];
@@ -136,9 +136,11 @@ int* graph_counters(int64_t n, cudaStream_t stream) {
     if (!pool.free[size_class].empty()) {
       counters = pool.free[size_class].back();
       pool.free[size_class].pop_back();
+      reused = true;
     } else if (pool.chunk_left >= size) {
       counters = pool.chunk;
-      fresh = true;
+      pool.chunk += size;
+      pool.chunk_left -= size;
     }
   }
   cudaError_t error = cudaSuccess;
@@ -149,21 +151,14 @@ int* graph_counters(int64_t n, cudaStream_t stream) {
     if (error == cudaSuccess) {
       const std::lock_guard<std::mutex> lock(graph_counter_mutex);
       GraphCounterPool& pool = (*graph_counter_pools)[device];
-      pool.chunk = chunk;
-      pool.chunk_left = chunk_size;
+      pool.chunk = chunk + size;
+      pool.chunk_left = chunk_size - size;
       counters = chunk;
-      fresh = true;
     }
-  } else if (!fresh) {
+  } else if (reused) {
     // A slice back from a destroyed graph is zero if every launch ran to its end; zeroed again
     // here, at capture time, so that no launch cut short leaves a later graph a nonzero counter.
     error = zeroed_now(&counters, size, false);
-  }
-  if (fresh) {
-    const std::lock_guard<std::mutex> lock(graph_counter_mutex);
-    GraphCounterPool& pool = (*graph_counter_pools)[device];
-    pool.chunk += size;
-    pool.chunk_left -= size;
   }
   auto* slice = counters != nullptr ? new GraphCounterSlice{device, size_class, counters} : nullptr;
   cudaUserObject_t owner = nullptr;

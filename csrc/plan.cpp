@@ -13,6 +13,9 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// Whether this build's sm_90a code runs on the device: an sm_90 GPU and a build that targeted sm_90a.
+bool sm90a_code_runs(const Device& d) { return d.sm90a_built && d.major == 9 && d.minor == 0; }
+
 }  // namespace
 
 // Mode 1 (an operand that the launch reads once evict-first; which operand depends on the row's
@@ -32,11 +35,11 @@ int64_t k_tiles(const Problem& p, int cfg) {  // most slices
   return (p.a.size[2] + sm90::kConfigs[cfg].bk - 1) / sm90::kConfigs[cfg].bk;
 }
 
-// The family: the Hopper one (TMA + WGMMA, sm_90a code) on sm_90 devices of a build that targeted
-// sm_90a, else the SM80 one, unless CUTE_GEMM_FAMILY names one.
+// The family: the Hopper one (TMA + WGMMA, sm_90a code) where sm90a_code_runs, else the SM80 one,
+// unless CUTE_GEMM_FAMILY names one.
 bool choose_family(Plan& plan, const Problem& p, const Overrides& o) {
   const Device& d = p.device;
-  const bool possible = d.sm90a_built && d.major == 9 && d.minor == 0;
+  const bool possible = sm90a_code_runs(d);
   if (o.family == Overrides::Family::kAuto) return possible;
   if (o.family == Overrides::Family::kSm80) return false;
   if (!possible) {
@@ -363,8 +366,7 @@ Plan plan_for(const Problem& p, const Overrides& o) {
   // 574^3, copies on both sides, ran 3 % slower with it). Only where the sm_90a code runs (the
   // counter zeroing's wait is compiled for sm_90 and later: code of an older arch, JIT-compiled for
   // a newer GPU, would launch early and not wait).
-  plan.pdl = o.pdl != 0 && p.device.sm90a_built && p.device.major == 9 && p.device.minor == 0 &&
-             plan.x_copy == Plan::XCopy::kNone &&
+  plan.pdl = o.pdl != 0 && sm90a_code_runs(p.device) && plan.x_copy == Plan::XCopy::kNone &&
              (plan.target == Plan::Target::kInPlace || plan.target == Plan::Target::kStaged);
   plan.hbm_fast = plan.sm90 && hbm_fast(p, o);
   plan.l2_hint = plan.sm90 && !plan.sm90_narrow ? l2_mode(o) : 0;  // the narrow kernels read with cp.async

@@ -10,15 +10,6 @@
 #include "knobs.h"
 
 namespace cute_gemm {
-namespace {
-
-#if defined(CUTE_GEMM_HAS_SM90A)
-constexpr bool kBuiltForSm90a = true;
-#else
-constexpr bool kBuiltForSm90a = false;
-#endif
-
-}  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
   constexpr const char* op = "rms_norm";
@@ -48,8 +39,8 @@ at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight
   const at::Tensor w = weight.has_value() ? weight->contiguous() : at::Tensor();
   // PDL where the sm_90a code runs: the kernel's wait is compiled for sm_90 and later, so code of an
   // older arch (compute_80 JIT-compiled for a newer GPU) would launch early and not wait.
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  const bool pdl = kBuiltForSm90a && prop->major == 9 && prop->minor == 0 && env_int("CUTE_GEMM_PDL", 0, 1) != 0;
+  const Device d = device_of(*at::cuda::getCurrentDeviceProperties(), x.get_device(), false);
+  const bool pdl = d.sm90a_built && d.major == 9 && d.minor == 0 && env_int("CUTE_GEMM_PDL", 0, 1) != 0;
   const RowDType rt = dt == at::kHalf ? RowDType::kF16 : dt == at::kBFloat16 ? RowDType::kBF16 : RowDType::kF32;
   C10_CUDA_CHECK(rms_norm_rows(x2.data_ptr(), x2.stride(0), w.defined() ? w.data_ptr() : nullptr, y.data_ptr(), D,
                                rt, rows, D, float(eps), pdl,

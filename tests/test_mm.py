@@ -233,18 +233,20 @@ def test_split_counters_of_graphs_replayed_and_remade(monkeypatch):
     calls = [(300, 520, 2056, "3", "0"), (16, 4096, 1024, "7", "0"), (2176, 2176, 2048, "1", "1")]
     operands = [(make_operand(m, k, "n", dtype), make_operand(k, n, "t", dtype)) for m, n, k, _, _ in calls]
 
-    def run_all():
-        outs = []
+    def pinned():  # each call's operands, with its slice count and stream-K knob set
         for (a, b), (_, _, _, splits, stream_k) in zip(operands, calls):
             monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
             monkeypatch.setenv("CUTE_GEMM_STREAM_K", stream_k)
+            yield a, b
+
+    def run_all():
+        outs = []
+        for a, b in pinned():
             out = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=dtype)
             outs.append(cute_gemm.mm(a, b, out=out))
         return outs
 
-    for (a, b), (_, _, _, splits, stream_k) in zip(operands, calls):
-        monkeypatch.setenv("CUTE_GEMM_SPLITS", splits)
-        monkeypatch.setenv("CUTE_GEMM_STREAM_K", stream_k)
+    for a, b in pinned():
         plan = cute_gemm.explain(a, b)
         assert int(plan["splits"]) > 1 or int(plan["stream_k_tiles"]) > 0, plan
     want = run_all()
