@@ -4,10 +4,12 @@
 // tile; G groups of 8 weight rows as its B; lane 4g + q loads the 16 bytes at 8q of row g's next 32
 // elements, S such steps of each group in flight; the weight's loads evict-first (h0), the same with
 // the L2's 256-byte prefetch hint (h1), or read-only, no L1, with the hint (h2); up to 8 warps share
-// a row's K, s in the names). Each form is checked against an fp32 reference and timed over weight
-// copies of 400 MB in one CUDA graph; microseconds per call. One nvcc command, no extension build:
+// a row's K, s in the names). With the argument `ring`: forms that stage the weight in a ring in
+// shared memory through 16-byte cp.async instead (gemv_ring below), beside the CUDA-core loop. Each
+// form is checked against an fp32 reference and timed over weight copies of 400 MB (128 MB with
+// `ring`) in one CUDA graph; microseconds per call. One nvcc command, no extension build:
 //
-//     nvcc -O3 -std=c++17 -arch=sm_90a bench/gemv_mma_sweep.cu -o /tmp/gemv_mma_sweep && /tmp/gemv_mma_sweep
+//     nvcc -O3 -std=c++17 -arch=sm_90a bench/gemv_mma_sweep.cu -o /tmp/gemv_mma_sweep && /tmp/gemv_mma_sweep [ring]
 #include <cuda_bf16.h>
 #include <cstdio>
 #include <cstdint>
@@ -15,6 +17,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "check_cuda.h"
 
@@ -186,6 +190,140 @@ __global__ void __launch_bounds__(kThreads, kBlocks) gemv_mma(const __nv_bfloat1
   }
 }
 
+// ---- a ring in shared memory: each warp owns kTW tiles of 16 weight rows (the MMA's A, its 16
+// rows) over a part of K and streams them through its own kS-stage ring of 16-byte cp.async
+// copies (kSK elements of each row a stage: 32 lanes x 16 bytes cover whole 128-byte lines of
+// rows), so the bytes in flight are set by shared memory, not by registers. The MMA's 8 columns
+// are x's rows (kTok = 8 or 16: one or two blocks of them). A lane reads row g's and row g + 8's
+// 16 bytes at 8q of each 32-element step from shared memory (chunks swizzled so that the 8 lanes
+// of a phase hit 8 distinct bank groups) and x's row g's 16 bytes at the same k from the L1; the
+// MMA takes the 16 k of each half in an order both operands share.
+template <int kHint>
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+  if constexpr (kHint == 0) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+__device__ __forceinline__ int swz(int row, int chunk) { return chunk ^ ((row & 1) << 2); }
+
+template <int kTok, int kTW, int kS, int kSK, int kW, int kHint>
+__global__ void __launch_bounds__(32 * kW) gemv_ring(const __nv_bfloat16* a, int m, const __nv_bfloat16* b,
+                                                     __nv_bfloat16* c, int n_rows, int K, int splits) {
+  constexpr int kRowsW = 16 * kTW, kChunks = kSK / 8, kSlot = kRowsW * kChunks, kPerLane = kSlot / 32;
+  constexpr int kTB = kTok / 8, kRegs = kTW * kTB * 4;
+  extern __shared__ uint4 smem[];
+  __shared__ float sums[kRegs][kW][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+  uint4* ring = smem + warp * kS * kSlot;
+  const uint32_t ring_s = uint32_t(__cvta_generic_to_shared(ring));
+  const int part = warp % splits, per_block = kW / splits;
+  const int64_t units = (n_rows + kRowsW - 1) / kRowsW;
+  const int64_t stages = (K + kSK - 1) / kSK;
+  const __nv_bfloat16* xr[kTB];
+#pragma unroll
+  for (int tb = 0; tb < kTB; ++tb) xr[tb] = a + int64_t(min(8 * tb + g, m - 1)) * K;
+  for (int64_t first = int64_t(blockIdx.x) * per_block; first < units; first += int64_t(gridDim.x) * per_block) {
+    const int64_t unit = first + warp / splits;
+    float acc[kTW][kTB][4] = {};
+    if (unit < units) {
+      const int64_t s0 = stages * part / splits, n = stages * (part + 1) / splits - s0;
+      // Lane l copies column l % kChunks of rows l / kChunks + (32 / kChunks) i (past the weight's
+      // last row its last again); a chunk at or past K is zero-filled (src-size < 16).
+      const int col = lane % kChunks, row0 = lane / kChunks;
+      auto issue = [&](int64_t st, int slot) {
+        const int64_t k = st * kSK + col * 8;
+        const int bytes = k + 8 <= K ? 16 : (k < K ? int(K - k) * 2 : 0);
+        const int64_t koff = bytes > 0 ? k : 0;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+          const int row = row0 + i * (32 / kChunks);
+          const __nv_bfloat16* src = b + min(unit * kRowsW + row, int64_t(n_rows - 1)) * K + koff;
+          cp_async16<kHint>(ring_s + uint32_t((slot * kSlot + row * kChunks + swz(row, col)) * 16), src, bytes);
+        }
+      };
+      auto compute = [&](int slot, int64_t k0, auto tail) {
+        const uint4* S = ring + slot * kSlot;
+#pragma unroll
+        for (int j = 0; j < kSK / 32; ++j) {
+          const int64_t k = k0 + 32 * j + 8 * q;
+          uint4 xv[kTB];
+#pragma unroll
+          for (int tb = 0; tb < kTB; ++tb) {
+            if constexpr (decltype(tail)::value) {
+              xv[tb] = k + 8 <= K ? __ldg(reinterpret_cast<const uint4*>(xr[tb] + k)) : make_uint4(0, 0, 0, 0);
+            } else {
+              xv[tb] = __ldg(reinterpret_cast<const uint4*>(xr[tb] + k));
+            }
+          }
+#pragma unroll
+          for (int tw = 0; tw < kTW; ++tw) {
+            const uint4 lo = S[(16 * tw + g) * kChunks + swz(g, 4 * j + q)];
+            const uint4 hi = S[(16 * tw + g + 8) * kChunks + swz(g + 8, 4 * j + q)];
+#pragma unroll
+            for (int tb = 0; tb < kTB; ++tb) {
+              mma16816(acc[tw][tb], lo.x, hi.x, lo.y, hi.y, xv[tb].x, xv[tb].y);
+              mma16816(acc[tw][tb], lo.z, hi.z, lo.w, hi.w, xv[tb].z, xv[tb].w);
+            }
+          }
+        }
+      };
+#pragma unroll
+      for (int s = 0; s < kS - 1; ++s) {
+        if (s < n) issue(s0 + s, s);
+        cp_async_commit();
+      }
+      for (int i = 0; i < int(n); ++i) {
+        cp_async_wait<kS - 2>();
+        __syncwarp();
+        if (i + kS - 1 < n) issue(s0 + i + kS - 1, (i + kS - 1) % kS);
+        cp_async_commit();
+        const int64_t k0 = (s0 + i) * kSK;
+        if (k0 + kSK <= K) {
+          compute(i % kS, k0, std::false_type{});
+        } else {
+          compute(i % kS, k0, std::true_type{});
+        }
+      }
+      cp_async_wait<0>();
+      __syncwarp();
+    }
+    if (splits > 1) {
+      float* flat = &acc[0][0][0];
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) sums[i][warp][lane] = flat[i];
+      __syncthreads();
+      if (part == 0) {
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) {
+          float v = sums[i][warp][lane];
+          for (int s = 1; s < splits; ++s) v += sums[i][warp + s][lane];
+          flat[i] = v;
+        }
+      }
+      __syncthreads();
+    }
+    if (part != 0 || unit >= units) continue;
+    // acc[tw][tb][2 h + cc]: weight row 16 tw + g + 8 h of the unit against x's row 8 tb + 2 q + cc.
+#pragma unroll
+    for (int tw = 0; tw < kTW; ++tw)
+#pragma unroll
+      for (int tb = 0; tb < kTB; ++tb)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int cc = 0; cc < 2; ++cc) {
+            const int r = 8 * tb + 2 * q + cc;
+            const int64_t nn = unit * kRowsW + 16 * tw + g + 8 * h;
+            if (r < m && nn < n_rows) c[r * int64_t(n_rows) + nn] = __float2bfloat16(acc[tw][tb][2 * h + cc]);
+          }
+  }
+}
+
 __global__ void ref_kernel(const __nv_bfloat16* a, int m, const __nv_bfloat16* b, float* c, int n_rows, int K) {
   const int n = blockIdx.x * blockDim.y + threadIdx.y;
   if (n >= n_rows) return;
@@ -266,6 +404,41 @@ void mma(Ctx& cx, int max_splits = 8) {
   });
 }
 
+template <int kTok, int kTW, int kS, int kSK, int kW, int kHint>
+void ring(Ctx& cx) {
+  constexpr int kRowsW = 16 * kTW;
+  const size_t smem = size_t(kW) * kS * kRowsW * kSK * 2;
+  auto kern = gemv_ring<kTok, kTW, kS, kSK, kW, kHint>;
+  CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int per_sm = 0;
+  CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 32 * kW, smem));
+  const int64_t units = (cx.s.n + kRowsW - 1) / kRowsW, stages = (cx.s.k + kSK - 1) / kSK;
+  const int64_t warps = int64_t(cx.sms) * per_sm * kW;
+  int splits = 1;
+  while (splits < kW && units * splits * 2 <= warps && splits * 2 <= stages) splits *= 2;
+  const int64_t per_block = kW / splits;
+  const int blocks = int(std::min<int64_t>((units + per_block - 1) / per_block, int64_t(cx.sms) * per_sm));
+  char name[64];
+  snprintf(name, sizeof name, "ring t%d T%d S%d K%d W%d h%d s%d b%d", kTok, kTW, kS, kSK, kW, kHint, splits, per_sm);
+  time_it(cx, name, [&](const __nv_bfloat16* w, cudaStream_t st) {
+    kern<<<blocks, 32 * kW, smem, st>>>(cx.x, cx.s.m, w, cx.out, cx.s.n, cx.s.k, splits);
+  });
+}
+
+template <int kTok>
+void ring_forms(Ctx& cx) {
+  ring<kTok, 1, 4, 128, 4, 0>(cx);
+  ring<kTok, 1, 4, 128, 4, 1>(cx);
+  ring<kTok, 1, 6, 128, 4, 0>(cx);
+  ring<kTok, 1, 8, 64, 4, 0>(cx);
+  ring<kTok, 1, 3, 128, 8, 0>(cx);
+  ring<kTok, 1, 4, 128, 8, 0>(cx);
+  ring<kTok, 2, 4, 128, 4, 0>(cx);
+  ring<kTok, 2, 3, 128, 4, 0>(cx);
+  ring<kTok, 1, 4, 128, 2, 0>(cx);
+  ring<kTok, 1, 4, 256, 2, 0>(cx);
+}
+
 template <int kRows>
 void mma_forms(Ctx& cx) {
   mma<kRows, 2, 4, 0>(cx);
@@ -280,15 +453,18 @@ void mma_forms(Ctx& cx) {
 }
 
 int main(int argc, char** argv) {
+  // `ring` as the argument: the ring forms against the CUDA-core loop of one weight row a warp.
+  const bool ring_only = argc > 1 && std::strcmp(argv[1], "ring") == 0;
   int sms; CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::vector<Shape> shapes;
+  std::vector<std::pair<int, int>> nks{{4096, 4096}, {6144, 4096}, {4096, 14336}, {14336, 4096}};
+  if (ring_only) nks.insert(nks.end(), {{1024, 4096}, {28672, 4096}, {1000, 4104}});
   for (int m : {1, 4, 8, 16})
-    for (auto nk : std::vector<std::pair<int, int>>{{4096, 4096}, {6144, 4096}, {4096, 14336}, {14336, 4096}})
-      shapes.push_back({m, nk.first, nk.second});
+    for (auto nk : nks) shapes.push_back({m, nk.first, nk.second});
   for (const Shape& s : shapes) {
     Ctx cx; cx.s = s; cx.sms = sms;
     const size_t wbytes = size_t(s.n) * s.k * 2;
-    const int copies = int(std::max<size_t>(4, (400ull << 20) / wbytes));
+    const int copies = int(std::max<size_t>(4, ((ring_only ? 128ull : 400ull) << 20) / wbytes));
     cx.ws.resize(copies);
     for (int i = 0; i < copies; ++i) { CHECK_CUDA(cudaMalloc(&cx.ws[i], wbytes)); fill<<<1024, 256>>>(cx.ws[i], wbytes / 2, 7u + i); }
     CHECK_CUDA(cudaMalloc(&cx.x, size_t(s.m) * s.k * 2)); fill<<<64, 256>>>(cx.x, size_t(s.m) * s.k, 99u);
@@ -296,11 +472,16 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMalloc(&cx.ref, size_t(s.m) * s.n * 4));
     ref_kernel<<<(s.n + 7) / 8, dim3(32, 8)>>>(cx.x, s.m, cx.ws[0], cx.ref, s.n, s.k);
     CHECK_CUDA(cudaDeviceSynchronize());
-    printf("%dx%dx%d  floor(3.35 TB/s) %.1f us\n", s.m, s.n, s.k, wbytes / 3.35e6);
-    if (s.m == 1) { cc<1, 1, 8>(cx); cc<1, 2, 4>(cx); mma_forms<8>(cx); }
-    if (s.m == 4) { cc<4, 1, 8>(cx); cc<4, 2, 4>(cx); cc<4, 2, 8>(cx); cc<4, 4, 2>(cx); mma_forms<8>(cx); }
-    if (s.m == 8) { cc<8, 1, 4>(cx); cc<8, 2, 4>(cx); mma_forms<8>(cx); }
-    if (s.m == 16) { mma_forms<16>(cx); }
+    printf("%dx%dx%d  floor(3.35 TB/s) %.1f us, (4.3 TB/s) %.1f us\n", s.m, s.n, s.k, wbytes / 3.35e6, wbytes / 4.3e6);
+    if (ring_only) {
+      if (s.m <= 4) { if (s.m == 1) cc<1, 1, 8>(cx); else cc<4, 1, 8>(cx); }
+      if (s.m <= 8) ring_forms<8>(cx); else ring_forms<16>(cx);
+    } else {
+      if (s.m == 1) { cc<1, 1, 8>(cx); cc<1, 2, 4>(cx); mma_forms<8>(cx); }
+      if (s.m == 4) { cc<4, 1, 8>(cx); cc<4, 2, 4>(cx); cc<4, 2, 8>(cx); cc<4, 4, 2>(cx); mma_forms<8>(cx); }
+      if (s.m == 8) { cc<8, 1, 4>(cx); cc<8, 2, 4>(cx); mma_forms<8>(cx); }
+      if (s.m == 16) { mma_forms<16>(cx); }
+    }
     for (auto* w : cx.ws) cudaFree(w);
     cudaFree(cx.x); cudaFree(cx.out); cudaFree(cx.ref);
   }
