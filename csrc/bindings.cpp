@@ -40,10 +40,10 @@ TORCH_LIBRARY(cute_gemm, m) {
   // linear_cross_entropy's (cute_gemm/loss.py) pass over the logits: returns the rows' losses and
   // leaves the loss's gradient, times scale, in the logits' place (csrc/cross_entropy.h, gemm.h).
   m.def("softmax_cross_entropy_(Tensor(a!) logits, Tensor target, int ignore_index, Tensor? scale=None) -> Tensor");
-  // cute_gemm.nn.RMSNorm's kernel: torch's rms_norm over the last dimension, launched with PDL so
-  // that it starts beside the kernels around it (csrc/rms_norm.h; its autograd formula is in
-  // cute_gemm/ops.py).
-  m.def("rms_norm(Tensor x, Tensor? weight, float eps) -> Tensor");
+  // cute_gemm.nn.RMSNorm's kernel: torch's rms_norm over the last dimension (round_before_weight:
+  // Hugging Face's LlamaRMSNorm's), launched with PDL so that it starts beside the kernels around it
+  // (csrc/rms_norm.h; its autograd formula is in cute_gemm/ops.py).
+  m.def("rms_norm(Tensor x, Tensor? weight, float eps, bool round_before_weight=False) -> Tensor");
   // The plan a call would run (cute_gemm.explain): reads shapes, strides and the device, runs nothing.
   m.def(
       "explain(Tensor a, Tensor b, Tensor? input=None, *, float beta=1, float alpha=1, str? activation=None, "

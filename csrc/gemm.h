@@ -43,8 +43,11 @@ at::Tensor softmax_cross_entropy_(at::Tensor& logits, const at::Tensor& target, 
                                   const std::optional<at::Tensor>& scale);
 //   rms_norm: x * rsqrt(mean(x^2 over the last dimension) + eps) * weight, x float16, bfloat16 or
 //   float32 (..., D), weight (D,) of x's dtype or none: cute_gemm.nn.RMSNorm's kernel, launched with
-//   PDL so that it starts beside the kernels around it (rms_norm.h, rms_norm_op.cpp)
-at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
+//   PDL so that it starts beside the kernels around it (rms_norm.h, rms_norm_op.cpp);
+//   round_before_weight: x * rsqrt(...) rounded to x's dtype before the weight multiplies it, as
+//   Hugging Face's LlamaRMSNorm family computes it
+at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
+                    bool round_before_weight);
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> out_dtype, at::Tensor& out);
 
 }  // namespace cute_gemm

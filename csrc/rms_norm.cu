@@ -23,7 +23,7 @@ struct alignas(sizeof(T) * kVec) Vec {
 
 template <class T, int kVec>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const T* x, int64_t ldx, const T* w, T* y, int64_t ldy,
-                                                            int64_t cols, float eps) {
+                                                            int64_t cols, float eps, bool round_first) {
   __shared__ float partial[kThreads / 32];
   // The previous kernel may write x (or still read what y overwrites); the next one, where launched
   // with PDL (an SM90 GEMM of this row), may be scheduled now.
@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const T* x, int64_t 
   for (int i = 0; i < kThreads / 32; ++i) s += partial[i];  // the same order in every thread
   const float r = rsqrtf(s / float(cols) + eps);
 
-  // (x * r) * w in fp32, as torch's, rounded once.
+  // (x * r) * w in fp32, as torch's, rounded once; round_first: x * r rounded to T before w
+  // multiplies it (Hugging Face's LlamaRMSNorm family), then rounded again.
   auto* yv = reinterpret_cast<Vec<T, kVec>*>(yr);
   const auto* wv = reinterpret_cast<const Vec<T, kVec>*>(w);
 #pragma unroll 4
@@ -61,20 +62,22 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const T* x, int64_t 
     Vec<T, kVec> out;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const float n = float(v.v[j]) * r;
+      float n = float(v.v[j]) * r;
+      if (round_first) n = float(T(n));
       out.v[j] = T(w != nullptr ? n * float(g.v[j]) : n);
     }
     yv[i] = out;
   }
   for (int64_t c = vecs * kVec + threadIdx.x; c < cols; c += kThreads) {
-    const float n = float(xr[c]) * r;
+    float n = float(xr[c]) * r;
+    if (round_first) n = float(T(n));
     yr[c] = T(w != nullptr ? n * float(w[c]) : n);
   }
 }
 
 template <class T>
 cudaError_t launch(const void* x, int64_t ldx, const void* w, void* y, int64_t ldy, int64_t rows, int64_t cols,
-                   float eps, bool pdl, cudaStream_t stream) {
+                   float eps, bool round_first, bool pdl, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool wide = aligned(x) && aligned(y) && (w == nullptr || aligned(w)) &&
@@ -89,20 +92,23 @@ cudaError_t launch(const void* x, int64_t ldx, const void* w, void* y, int64_t l
   const T* xt = static_cast<const T*>(x);
   const T* wt = static_cast<const T*>(w);
   T* yt = static_cast<T*>(y);
-  const cudaError_t e = wide ? cudaLaunchKernelEx(&config, rms_norm_kernel<T, kWide>, xt, ldx, wt, yt, ldy, cols, eps)
-                             : cudaLaunchKernelEx(&config, rms_norm_kernel<T, 1>, xt, ldx, wt, yt, ldy, cols, eps);
+  const cudaError_t e =
+      wide ? cudaLaunchKernelEx(&config, rms_norm_kernel<T, kWide>, xt, ldx, wt, yt, ldy, cols, eps, round_first)
+           : cudaLaunchKernelEx(&config, rms_norm_kernel<T, 1>, xt, ldx, wt, yt, ldy, cols, eps, round_first);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t rms_norm_rows(const void* x, int64_t ldx, const void* w, void* y, int64_t ldy, RowDType dtype,
-                          int64_t rows, int64_t cols, float eps, bool pdl, cudaStream_t stream) {
+                          int64_t rows, int64_t cols, float eps, bool round_before_weight, bool pdl,
+                          cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const bool r = round_before_weight;
   switch (dtype) {
-    case RowDType::kF16: return launch<__half>(x, ldx, w, y, ldy, rows, cols, eps, pdl, stream);
-    case RowDType::kBF16: return launch<__nv_bfloat16>(x, ldx, w, y, ldy, rows, cols, eps, pdl, stream);
-    default: return launch<float>(x, ldx, w, y, ldy, rows, cols, eps, pdl, stream);
+    case RowDType::kF16: return launch<__half>(x, ldx, w, y, ldy, rows, cols, eps, r, pdl, stream);
+    case RowDType::kBF16: return launch<__nv_bfloat16>(x, ldx, w, y, ldy, rows, cols, eps, r, pdl, stream);
+    default: return launch<float>(x, ldx, w, y, ldy, rows, cols, eps, r, pdl, stream);
   }
 }
 

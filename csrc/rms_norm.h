@@ -12,10 +12,13 @@
 namespace cute_gemm {
 
 // y(r, :) = x(r, :) * rsqrt(mean(x(r, :)^2) + eps) * w for rows r of cols elements of type dtype,
-// as torch's rms_norm computes it: fp32 arithmetic, rounded once to dtype. Row r at x + r * ldx and
-// y + r * ldy (in elements), its elements contiguous; w: cols elements of dtype, or null (no
-// weight). pdl: launched with programmatic dependent launch (pdl.h). One block per row: rows < 2^31.
+// as torch's rms_norm computes it: fp32 arithmetic, rounded once to dtype; with round_before_weight,
+// as Hugging Face's LlamaRMSNorm family computes it: x * rsqrt(...) rounded to dtype, then times w
+// in fp32 and rounded again. Row r at x + r * ldx and y + r * ldy (in elements), its elements
+// contiguous; w: cols elements of dtype, or null (no weight). pdl: launched with programmatic
+// dependent launch (pdl.h). One block per row: rows < 2^31.
 cudaError_t rms_norm_rows(const void* x, int64_t ldx, const void* w, void* y, int64_t ldy, RowDType dtype,
-                          int64_t rows, int64_t cols, float eps, bool pdl, cudaStream_t stream);
+                          int64_t rows, int64_t cols, float eps, bool round_before_weight, bool pdl,
+                          cudaStream_t stream);
 
 }  // namespace cute_gemm

@@ -11,7 +11,8 @@
 
 namespace cute_gemm {
 
-at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
+                    bool round_before_weight) {
   constexpr const char* op = "rms_norm";
   TORCH_CHECK_VALUE(x.dim() >= 1, op, ": x must have at least one dimension (the normalized one), got a 0-D tensor");
   const auto dt = x.scalar_type();
@@ -43,7 +44,7 @@ at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight
   const bool pdl = d.sm90a_built && d.major == 9 && d.minor == 0 && env_int("CUTE_GEMM_PDL", 0, 1) != 0;
   const RowDType rt = dt == at::kHalf ? RowDType::kF16 : dt == at::kBFloat16 ? RowDType::kBF16 : RowDType::kF32;
   C10_CUDA_CHECK(rms_norm_rows(x2.data_ptr(), x2.stride(0), w.defined() ? w.data_ptr() : nullptr, y.data_ptr(), D,
-                               rt, rows, D, float(eps), pdl,
+                               rt, rows, D, float(eps), round_before_weight, pdl,
                                at::cuda::getCurrentCUDAStream().stream()));
   return y;
 }

@@ -182,7 +182,15 @@ class RMSNorm(torch.nn.RMSNorm):
     kernel (torch.ops.cute_gemm.rms_norm), launched with programmatic dependent launch: in a decode
     step it is scheduled while the projection before it runs, and an SM90 GEMM after it while it
     runs. Everything else (training, autocast, CPU, DTensors) runs torch's F.rms_norm.
+
+    RMSNorm.from_llama(norm) takes the place of a Hugging Face LlamaRMSNorm (and its copies in
+    LLAMA_RMS_NORM_CLASSES) with that module's results: the normalized x rounded to x's dtype
+    before the weight multiplies it (round_before_weight), its code where the kernel does not run.
     """
+
+    # Hugging Face's LlamaRMSNorm rounding: x * rsqrt(mean(x^2) + eps) rounded to x's dtype, then
+    # times the weight (rounded again); torch's rms_norm rounds once.
+    round_before_weight = False
 
     @classmethod
     def from_torch(cls, norm: torch.nn.RMSNorm) -> "RMSNorm":
@@ -193,12 +201,36 @@ class RMSNorm(torch.nn.RMSNorm):
         new.weight = norm.weight
         return new
 
+    @classmethod
+    def from_llama(cls, norm: torch.nn.Module) -> "RMSNorm":
+        """An RMSNorm with the results of norm, a module that computes as Hugging Face's LlamaRMSNorm:
+        weight * (x.float() * rsqrt(x.float().pow(2).mean(-1, keepdim=True) + variance_epsilon)).to(x.dtype),
+        with a 1-D weight Parameter, which the new module shares; state_dict keeps its one key, weight."""
+        weight = getattr(norm, "weight", None)
+        eps = getattr(norm, "variance_epsilon", None)
+        if not isinstance(weight, torch.nn.Parameter) or weight.dim() != 1 or not isinstance(eps, (int, float)):
+            raise ValueError(f"RMSNorm.from_llama: norm must have a 1-D Parameter weight and a number variance_epsilon "
+                             f"(Hugging Face's LlamaRMSNorm), got {type(norm).__name__}")
+        new = cls(weight.shape[0], eps=float(eps), device="meta", dtype=weight.dtype)
+        new.weight = weight
+        new.round_before_weight = True
+        return new
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._kernel_serves(x):
             # eps=None is torch's float32 epsilon for these dtypes (its default, at float32 arithmetic).
             eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
+            if self.round_before_weight:
+                return torch.ops.cute_gemm.rms_norm.default(x, self.weight, eps, True)
             return torch.ops.cute_gemm.rms_norm.default(x, self.weight, eps)
+        if self.round_before_weight:  # Hugging Face's LlamaRMSNorm.forward, as it is written there
+            h = x.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.weight * h.to(x.dtype)
         return super().forward(x)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (", round_before_weight=True" if self.round_before_weight else "")
 
     def _kernel_serves(self, x: torch.Tensor) -> bool:
         w = self.weight
@@ -215,6 +247,11 @@ class RMSNorm(torch.nn.RMSNorm):
 # down_proj(act_fn(gate_proj(x)) * up_proj(x)) (Hugging Face transformers' modeling files).
 GATED_MLP_CLASSES = ("LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP")
 
+# The RMSNorm classes of Hugging Face transformers' modeling files that optimize() recognises by name
+# (in a transformers module): each computes exactly LlamaRMSNorm's forward (RMSNorm.from_llama).
+# Gemma's (1 + weight) and OLMo-2's (one rounding) differ and are not among them.
+LLAMA_RMS_NORM_CLASSES = ("LlamaRMSNorm", "MistralRMSNorm", "MixtralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+
 
 def _gated_activation(act) -> str | None:
     """The GatedMLP activation that the module act computes, or None."""
@@ -230,20 +267,33 @@ def _gated_activation(act) -> str | None:
     return None
 
 
-def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = ()) -> torch.nn.Module:
+def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = (), rms_norm_classes: tuple = ()) -> torch.nn.Module:
     """Swaps model's torch.nn.Linear layers for cute_gemm.nn.Linear, its gated MLPs for
-    cute_gemm.nn.GatedMLP and its torch.nn.RMSNorm layers for cute_gemm.nn.RMSNorm, in place, on
-    the same Parameters; returns model.
+    cute_gemm.nn.GatedMLP and its RMSNorm layers for cute_gemm.nn.RMSNorm, in place, on the same
+    Parameters; returns model.
 
     A gated MLP is a module of a class named in GATED_MLP_CLASSES (or in gated_mlp_classes: classes
     or class names whose forward is down_proj(act_fn(gate_proj(x)) * up_proj(x))) with nn.Linear
-    layers gate_proj, up_proj and down_proj and an act_fn that is SiLU or a GELU. Where nothing
-    matches, nothing changes; a model optimized twice is left as it is. Optimizer state stays valid
-    (the Parameters are the same objects) and state_dict keeps its keys.
+    layers gate_proj, up_proj and down_proj and an act_fn that is SiLU or a GELU. An RMSNorm layer is
+    a torch.nn.RMSNorm (RMSNorm.from_torch), or a module of a transformers class named in
+    LLAMA_RMS_NORM_CLASSES or in rms_norm_classes (classes, or class names, whose forward is
+    LlamaRMSNorm's) with a 1-D weight Parameter and a variance_epsilon (RMSNorm.from_llama). Where
+    nothing matches, nothing changes; a model optimized twice is left as it is. Optimizer state stays
+    valid (the Parameters are the same objects) and state_dict keeps its keys.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"optimize: model must be a torch.nn.Module, got {type(model).__name__}")
     names = set(GATED_MLP_CLASSES) | {c if isinstance(c, str) else c.__name__ for c in gated_mlp_classes}
+    norm_classes = {c for c in rms_norm_classes if not isinstance(c, str)}
+    norm_names = {c for c in rms_norm_classes if isinstance(c, str)}
+
+    def llama_norm(child: torch.nn.Module) -> bool:
+        cls = type(child)
+        named = cls in norm_classes or cls.__name__ in norm_names or (
+            cls.__name__ in LLAMA_RMS_NORM_CLASSES and cls.__module__.startswith("transformers."))
+        weight = getattr(child, "weight", None)
+        return (named and isinstance(weight, torch.nn.Parameter) and weight.dim() == 1
+                and isinstance(getattr(child, "variance_epsilon", None), (int, float)))
 
     def swapped(child: torch.nn.Module) -> torch.nn.Module | None:
         if isinstance(child, (Linear, GatedMLP, RMSNorm)):
@@ -257,6 +307,8 @@ def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = ()) -> torch.
             return Linear.from_torch(child)
         if type(child) is torch.nn.RMSNorm:
             return RMSNorm.from_torch(child)
+        if llama_norm(child):
+            return RMSNorm.from_llama(child)
         return None
 
     def walk(module: torch.nn.Module) -> None:

@@ -314,7 +314,7 @@ def _bmm_out_fake(a, b, *, out_dtype=None, out):
 
 
 @torch.library.register_fake("cute_gemm::rms_norm")
-def _rms_norm_fake(x, weight, eps):
+def _rms_norm_fake(x, weight, eps, round_before_weight=False):
     # The C++ checks' order and types (csrc/rms_norm_op.cpp).
     op = "rms_norm"
     torch._check_value(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (the normalized one), got "
@@ -334,11 +334,12 @@ def _rms_norm_fake(x, weight, eps):
 # Gradients are GEMMs of the same library: a transposed view (b.t(), a.mT) is read in place by
 # the kernels, so dA = dC @ B^T and dB = A^T @ dC need no copies.
 # rms_norm's (cute_gemm.nn.RMSNorm runs it where no gradient is needed, torch's own otherwise) is
-# here: torch's formula in float32, for direct calls of the op.
+# here: torch's formula in float32, for direct calls of the op (round_before_weight's rounding passes
+# the gradient through, as a dtype cast does in torch).
 
 
 def _rms_norm_setup(ctx, inputs, output):
-    x, weight, eps = inputs
+    x, weight, eps, *_ = inputs
     ctx.save_for_backward(x, weight)
     ctx.eps = eps
 
@@ -352,7 +353,10 @@ def _rms_norm_backward(ctx, grad):
     gw = g * weight.float() if weight is not None else g
     dx = r * (gw - n * (gw * n).mean(-1, keepdim=True)) if ctx.needs_input_grad[0] else None
     dw = (g * n).reshape(-1, x.shape[-1]).sum(0) if weight is not None and ctx.needs_input_grad[1] else None
-    return (dx.to(x.dtype) if dx is not None else None), (dw.to(weight.dtype) if dw is not None else None), None
+    # None for eps, and for round_before_weight where the call passed it (the dispatcher drops an
+    # argument equal to its default).
+    rest = (None,) * (len(ctx.needs_input_grad) - 2)
+    return (dx.to(x.dtype) if dx is not None else None), (dw.to(weight.dtype) if dw is not None else None), *rest
 
 
 torch.library.register_autograd("cute_gemm::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup)

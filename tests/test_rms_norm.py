@@ -1,7 +1,9 @@
 """cute_gemm.nn.RMSNorm and its op, torch.ops.cute_gemm.rms_norm (csrc/rms_norm.cu): torch's
 results against float64 over dtypes, odd sizes, strides and misaligned rows; where the module runs
 the kernel and where torch's; gradients of the op; torch.compile, CUDA graphs; and the kernels
-around it (launched with PDL, it starts while the one before runs) reading what was written.
+around it (launched with PDL, it starts while the one before runs) reading what was written. In
+place of Hugging Face's LlamaRMSNorm (RMSNorm.from_llama): that module's results (the normalized x
+rounded before the weight multiplies it).
 
 CPU: the module (torch's path there), optimize, state_dict, the op's errors and fake tensors.
 """
@@ -37,6 +39,37 @@ def reference(x, weight, eps):
     return y * weight.double() if weight is not None else y
 
 
+class LlamaRMSNorm(torch.nn.Module):
+    """Hugging Face transformers' LlamaRMSNorm, as its modeling file writes it."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class HFLlamaRMSNorm(LlamaRMSNorm):
+    pass
+
+
+HFLlamaRMSNorm.__name__ = "LlamaRMSNorm"  # the class as it comes from transformers
+HFLlamaRMSNorm.__module__ = "transformers.models.llama.modeling_llama"
+
+
+def llama_norm(d, dtype, device="cpu"):
+    norm = HFLlamaRMSNorm(d, eps=1e-5).to(device=device, dtype=dtype)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    return norm
+
+
 # ======================================================================================= CPU
 
 def test_module_is_torchs_on_cpu_and_shares_the_weight():
@@ -66,6 +99,39 @@ def test_optimize_swaps_rms_norms_only_of_torchs_class():
     assert type(model["b"]) is MyNorm and type(model["c"]) is torch.nn.LayerNorm
 
 
+def test_optimize_swaps_llama_norms_with_their_results():
+    """transformers' LlamaRMSNorm family by name, a class of the caller's by rms_norm_classes; a
+    same-named class of another module is left alone. On the CPU the swapped module runs
+    LlamaRMSNorm's code: the same bits and gradients, a float32 weight's promotion included."""
+    class Other(torch.nn.Module):  # named like transformers' but not from it: may compute anything
+        def __init__(self):
+            super().__init__()
+            self.weight, self.variance_epsilon = torch.nn.Parameter(torch.ones(8)), 1e-6
+
+    Other.__name__ = "LlamaRMSNorm"
+    model = torch.nn.ModuleDict({"hf": llama_norm(8, torch.bfloat16), "mine": LlamaRMSNorm(8), "other": Other(),
+                                 "f32": llama_norm(8, torch.float32)})
+    originals = {k: m for k, m in model.items()}
+    keys = list(model.state_dict())
+    cute_gemm.optimize(model, rms_norm_classes=(LlamaRMSNorm,))
+    assert type(model["other"]) is Other and list(model.state_dict()) == keys
+    for k in ("hf", "mine", "f32"):
+        new = model[k]
+        assert type(new) is cute_gemm.nn.RMSNorm and new.weight is originals[k].weight
+        assert new.round_before_weight and new.eps == originals[k].variance_epsilon
+    x = (torch.randn(3, 8) * 4).to(torch.bfloat16).requires_grad_()
+    for k in ("hf", "f32"):
+        out, ref = model[k](x), originals[k](x)
+        assert out.dtype == ref.dtype and torch.equal(out, ref)
+        g = torch.randn_like(ref)
+        assert all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(out, (x, model[k].weight), g),
+                                                    torch.autograd.grad(ref, (x, originals[k].weight), g)))
+    assert "round_before_weight=True" in repr(model["hf"])
+    with pytest.raises(ValueError, match=r"^RMSNorm.from_llama: norm must have a 1-D Parameter weight and a number "
+                                         r"variance_epsilon"):
+        cute_gemm.nn.RMSNorm.from_llama(torch.nn.LayerNorm(8))
+
+
 def test_op_errors_name_the_argument():
     x = torch.randn(2, 8, device="meta", dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"^rms_norm: x must be a dense CUDA tensor, got cpu"):
@@ -81,6 +147,8 @@ def test_op_errors_name_the_argument():
         torch.ops.cute_gemm.rms_norm(torch.ones((), device="meta"), None, 1e-6)
     y = torch.ops.cute_gemm.rms_norm(x.expand(3, 2, 8), torch.ones(8, device="meta", dtype=torch.bfloat16), 1e-6)
     assert y.shape == (3, 2, 8) and y.dtype == torch.bfloat16 and y.is_contiguous()
+    y = torch.ops.cute_gemm.rms_norm(x, None, 1e-6, round_before_weight=True)
+    assert y.shape == (2, 8) and y.dtype == torch.bfloat16
 
 
 # ======================================================================================= GPU
@@ -140,6 +208,40 @@ def test_op_gradients_are_torchs(dtype):
     rx, rw = torch.autograd.grad(F.rms_norm(x64, (257,), w64, 1e-6), (x64, w64), g.double())
     assert dx.dtype == dtype and dw.dtype == dtype
     assert rel_err(dx, rx) <= 4 * REL_BOUND[dtype] and rel_err(dw, rw) <= 4 * REL_BOUND[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 4096), (7, 127), (129, 574), (2, 3, 4097)])
+def test_llama_norm_is_its_module(shape, dtype):
+    """In place of LlamaRMSNorm the kernel rounds the normalized x before the weight: its 16-bit
+    results are the module's but for a rare element one rounding apart (where the two sums of x^2,
+    added in other orders, round x * r to neighbouring values), where torch's one rounding differs
+    in many; float32 results (no rounding before the weight) within a few of its ulps."""
+    hf = llama_norm(shape[-1], dtype, "cuda")
+    ours = cute_gemm.nn.RMSNorm.from_llama(hf)
+    x = (torch.randn(shape, device="cuda") * 3 + 0.5).to(dtype)
+    with torch.no_grad():
+        out, ran = ours_ran(lambda: ours(x))
+        ref = hf(x)
+        once = torch.ops.cute_gemm.rms_norm(x, hf.weight, 1e-5)
+    assert ran and out.dtype == dtype and not out.isnan().any()
+    assert rel_err(out, reference(x, hf.weight, 1e-5)) <= 2 * REL_BOUND[dtype]
+    torch.testing.assert_close(out, ref, rtol=4 * torch.finfo(dtype).eps, atol=0)
+    if dtype != torch.float32:
+        differ = (out != ref).float().mean().item()
+        assert differ <= 5e-3, differ
+        if x.numel() >= 4096:
+            assert (once != ref).float().mean().item() > max(10 * differ, 0.05)
+    with torch.no_grad():
+        assert torch.equal(torch.compile(ours, fullgraph=True)(x), out)
+    # The op's gradient with the rounding is the one without it (a cast passes it through).
+    xg = x.detach().requires_grad_()
+    w = hf.weight.detach().requires_grad_()
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(torch.ops.cute_gemm.rms_norm(xg, w, 1e-5, True), (xg, w), g)
+    plain = torch.autograd.grad(torch.ops.cute_gemm.rms_norm(xg, w, 1e-5), (xg, w), g)
+    assert all(torch.equal(a, b) for a, b in zip(grads, plain))
 
 
 def ours_ran(call):
