@@ -105,6 +105,25 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// The sums of a unit's parts (warps warp - part .. warp - part + splits - 1) added in part order in
+// shared memory: the first part's registers get them. Every warp of the block calls it.
+template <int kRegs, int kW>
+__device__ __forceinline__ void meet_parts(float* flat, float (&sums)[kRegs][kW][32], int warp, int lane, int part,
+                                           int splits) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) sums[i][warp][lane] = flat[i];
+  __syncthreads();
+  if (part == 0) {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      float v = sums[i][warp][lane];
+      for (int s = 1; s < splits; ++s) v += sums[i][warp + s][lane];
+      flat[i] = v;
+    }
+  }
+  __syncthreads();
+}
+
 template <int kRows, int kG, int kS, int kHint>
 __global__ void __launch_bounds__(kThreads, kBlocks) gemv_mma(const __nv_bfloat16* a, int m, const __nv_bfloat16* b,
                                                               __nv_bfloat16* c, int n_rows, int K, int splits) {
@@ -157,21 +176,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks) gemv_mma(const __nv_bfloat1
         step(v, st * 32);
       }
     }
-    if (splits > 1) {
-      float* flat = &acc[0][0][0];
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) sums[i][warp][lane] = flat[i];
-      __syncthreads();
-      if (part == 0) {
-#pragma unroll
-        for (int i = 0; i < kRegs; ++i) {
-          float v = sums[i][warp][lane];
-          for (int s = 1; s < splits; ++s) v += sums[i][warp + s][lane];
-          flat[i] = v;
-        }
-      }
-      __syncthreads();
-    }
+    if (splits > 1) meet_parts(&acc[0][0][0], sums, warp, lane, part, splits);
     if (part != 0 || unit >= units) continue;
 #pragma unroll
     for (int j = 0; j < kG; ++j)
@@ -292,21 +297,7 @@ __global__ void __launch_bounds__(32 * kW) gemv_ring(const __nv_bfloat16* a, int
       cp_async_wait<0>();
       __syncwarp();
     }
-    if (splits > 1) {
-      float* flat = &acc[0][0][0];
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) sums[i][warp][lane] = flat[i];
-      __syncthreads();
-      if (part == 0) {
-#pragma unroll
-        for (int i = 0; i < kRegs; ++i) {
-          float v = sums[i][warp][lane];
-          for (int s = 1; s < splits; ++s) v += sums[i][warp + s][lane];
-          flat[i] = v;
-        }
-      }
-      __syncthreads();
-    }
+    if (splits > 1) meet_parts(&acc[0][0][0], sums, warp, lane, part, splits);
     if (part != 0 || unit >= units) continue;
     // acc[tw][tb][2 h + cc]: weight row 16 tw + g + 8 h of the unit against x's row 8 tb + 2 q + cc.
 #pragma unroll
