@@ -233,8 +233,9 @@ def test_llama_norm_is_its_module(shape, dtype):
         assert differ <= 5e-3, differ
         if x.numel() >= 4096:
             assert (once != ref).float().mean().item() > max(10 * differ, 0.05)
-    with torch.no_grad():
-        assert torch.equal(torch.compile(ours, fullgraph=True)(x), out)
+    if shape == (1, 4096) and dtype == torch.bfloat16:  # once: each dtype and shape would compile anew
+        with torch.no_grad():
+            assert torch.equal(torch.compile(ours, fullgraph=True)(x), out)
     # The op's gradient with the rounding is the one without it (a cast passes it through).
     xg = x.detach().requires_grad_()
     w = hf.weight.detach().requires_grad_()
