@@ -205,12 +205,12 @@ class RMSNorm(torch.nn.RMSNorm):
     def from_llama(cls, norm: torch.nn.Module) -> "RMSNorm":
         """An RMSNorm with the results of norm, a module that computes as Hugging Face's LlamaRMSNorm:
         weight * (x.float() * rsqrt(x.float().pow(2).mean(-1, keepdim=True) + variance_epsilon)).to(x.dtype),
-        with a 1-D weight Parameter, which the new module shares; state_dict keeps its one key, weight."""
-        weight = getattr(norm, "weight", None)
-        eps = getattr(norm, "variance_epsilon", None)
-        if not isinstance(weight, torch.nn.Parameter) or weight.dim() != 1 or not isinstance(eps, (int, float)):
-            raise ValueError(f"RMSNorm.from_llama: norm must have a 1-D Parameter weight and a number variance_epsilon "
-                             f"(Hugging Face's LlamaRMSNorm), got {type(norm).__name__}")
+        with a 1-D weight Parameter (its only state), which the new module shares; state_dict keeps
+        its one key, weight."""
+        if not _is_llama_norm(norm):
+            raise ValueError("RMSNorm.from_llama: norm must have a 1-D Parameter weight as its only state and a "
+                             f"number variance_epsilon (Hugging Face's LlamaRMSNorm), got {type(norm).__name__}")
+        weight, eps = norm.weight, norm.variance_epsilon
         new = cls(weight.shape[0], eps=float(eps), device="meta", dtype=weight.dtype)
         new.weight = weight
         new.round_before_weight = True
@@ -232,6 +232,11 @@ class RMSNorm(torch.nn.RMSNorm):
     def extra_repr(self) -> str:
         return super().extra_repr() + (", round_before_weight=True" if self.round_before_weight else "")
 
+    @property
+    def variance_epsilon(self):
+        """eps under the name Hugging Face's RMSNorm modules give it."""
+        return self.eps
+
     def _kernel_serves(self, x: torch.Tensor) -> bool:
         w = self.weight
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or (w is not None and w.requires_grad))
@@ -248,9 +253,24 @@ class RMSNorm(torch.nn.RMSNorm):
 GATED_MLP_CLASSES = ("LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP")
 
 # The RMSNorm classes of Hugging Face transformers' modeling files that optimize() recognises by name
-# (in a transformers module): each computes exactly LlamaRMSNorm's forward (RMSNorm.from_llama).
-# Gemma's (1 + weight) and OLMo-2's (one rounding) differ and are not among them.
+# (in a transformers module): each computes LlamaRMSNorm's forward (RMSNorm.from_llama) as current
+# transformers writes it (older versions cast to a 16-bit weight's dtype instead: the same results
+# where the weight has x's dtype). Gemma's (1 + weight) and OLMo-2's (one rounding) differ and are
+# not among them.
 LLAMA_RMS_NORM_CLASSES = ("LlamaRMSNorm", "MistralRMSNorm", "MixtralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+
+
+def _is_llama_norm(norm: torch.nn.Module) -> bool:
+    """Whether norm has LlamaRMSNorm's state (a 1-D weight Parameter, no other parameter, buffer or
+    submodule, and a number variance_epsilon) and its class's own forward (no forward set on the
+    instance, no accelerate hook, no forward hooks), and is not a torch.nn.RMSNorm (torch's
+    rounding): what from_llama can take the place of."""
+    weight = getattr(norm, "weight", None)
+    return (not isinstance(norm, torch.nn.RMSNorm) and isinstance(weight, torch.nn.Parameter) and weight.dim() == 1
+            and [n for n, _ in norm.named_parameters()] == ["weight"] and not list(norm.buffers())
+            and not list(norm.children()) and isinstance(getattr(norm, "variance_epsilon", None), (int, float))
+            and "forward" not in vars(norm) and not hasattr(norm, "_hf_hook")
+            and not norm._forward_hooks and not norm._forward_pre_hooks)
 
 
 def _gated_activation(act) -> str | None:
@@ -277,7 +297,8 @@ def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = (), rms_norm_
     layers gate_proj, up_proj and down_proj and an act_fn that is SiLU or a GELU. An RMSNorm layer is
     a torch.nn.RMSNorm (RMSNorm.from_torch), or a module of a transformers class named in
     LLAMA_RMS_NORM_CLASSES or in rms_norm_classes (classes, or class names, whose forward is
-    LlamaRMSNorm's) with a 1-D weight Parameter and a variance_epsilon (RMSNorm.from_llama). Where
+    LlamaRMSNorm's) with LlamaRMSNorm's state and no hooks or forward of its own (an accelerate
+    device_map's, a patched forward): RMSNorm.from_llama. Where
     nothing matches, nothing changes; a model optimized twice is left as it is. Optimizer state stays
     valid (the Parameters are the same objects) and state_dict keeps its keys.
     """
@@ -291,9 +312,7 @@ def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = (), rms_norm_
         cls = type(child)
         named = cls in norm_classes or cls.__name__ in norm_names or (
             cls.__name__ in LLAMA_RMS_NORM_CLASSES and cls.__module__.startswith("transformers."))
-        weight = getattr(child, "weight", None)
-        return (named and isinstance(weight, torch.nn.Parameter) and weight.dim() == 1
-                and isinstance(getattr(child, "variance_epsilon", None), (int, float)))
+        return named and _is_llama_norm(child)
 
     def swapped(child: torch.nn.Module) -> torch.nn.Module | None:
         if isinstance(child, (Linear, GatedMLP, RMSNorm)):

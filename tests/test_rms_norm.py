@@ -126,10 +126,19 @@ def test_optimize_swaps_llama_norms_with_their_results():
         g = torch.randn_like(ref)
         assert all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(out, (x, model[k].weight), g),
                                                     torch.autograd.grad(ref, (x, originals[k].weight), g)))
-    assert "round_before_weight=True" in repr(model["hf"])
-    with pytest.raises(ValueError, match=r"^RMSNorm.from_llama: norm must have a 1-D Parameter weight and a number "
-                                         r"variance_epsilon"):
-        cute_gemm.nn.RMSNorm.from_llama(torch.nn.LayerNorm(8))
+    assert "round_before_weight=True" in repr(model["hf"]) and model["hf"].variance_epsilon == 1e-5
+    # Not LlamaRMSNorm's state or not its forward: left as they are.
+    hooked, patched, extra = llama_norm(8, torch.bfloat16), llama_norm(8, torch.bfloat16), llama_norm(8, torch.bfloat16)
+    hooked.register_forward_hook(lambda *args: None)
+    patched.forward = lambda x: x
+    extra.register_buffer("scale", torch.ones(8))
+    model = torch.nn.ModuleDict({"hooked": hooked, "patched": patched, "extra": extra})
+    cute_gemm.optimize(model)
+    assert [type(m) for m in model.values()] == [HFLlamaRMSNorm] * 3
+    for norm in (torch.nn.LayerNorm(8), extra, torch.nn.RMSNorm(8, eps=1e-6)):
+        with pytest.raises(ValueError, match=r"^RMSNorm.from_llama: norm must have a 1-D Parameter weight as its "
+                                             r"only state and a number variance_epsilon"):
+            cute_gemm.nn.RMSNorm.from_llama(norm)
 
 
 def test_op_errors_name_the_argument():
@@ -236,7 +245,8 @@ def test_llama_norm_is_its_module(shape, dtype):
     if shape == (1, 4096) and dtype == torch.bfloat16:  # once: each dtype and shape would compile anew
         with torch.no_grad():
             assert torch.equal(torch.compile(ours, fullgraph=True)(x), out)
-    # The op's gradient with the rounding is the one without it (a cast passes it through).
+    # The op's gradient with the rounding is the one without it (a cast passes it through; the
+    # backward returns a gradient for each argument the call passed, the flag included).
     xg = x.detach().requires_grad_()
     w = hf.weight.detach().requires_grad_()
     g = torch.randn_like(out)
