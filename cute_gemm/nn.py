@@ -184,8 +184,9 @@ class RMSNorm(torch.nn.RMSNorm):
     runs. Everything else (training, autocast, CPU, DTensors) runs torch's F.rms_norm.
 
     RMSNorm.from_llama(norm) takes the place of a Hugging Face LlamaRMSNorm (and its copies in
-    LLAMA_RMS_NORM_CLASSES) with that module's results: the normalized x rounded to x's dtype
-    before the weight multiplies it (round_before_weight), its code where the kernel does not run.
+    LLAMA_RMS_NORM_CLASSES) with that module's results within one rounding: the normalized x rounded
+    to x's dtype before the weight multiplies it (round_before_weight), its code where the kernel
+    does not run.
     """
 
     # Hugging Face's LlamaRMSNorm rounding: x * rsqrt(mean(x^2) + eps) rounded to x's dtype, then
@@ -220,9 +221,7 @@ class RMSNorm(torch.nn.RMSNorm):
         if self._kernel_serves(x):
             # eps=None is torch's float32 epsilon for these dtypes (its default, at float32 arithmetic).
             eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
-            if self.round_before_weight:
-                return torch.ops.cute_gemm.rms_norm.default(x, self.weight, eps, True)
-            return torch.ops.cute_gemm.rms_norm.default(x, self.weight, eps)
+            return torch.ops.cute_gemm.rms_norm.default(x, self.weight, eps, self.round_before_weight)
         if self.round_before_weight:  # Hugging Face's LlamaRMSNorm.forward, as it is written there
             h = x.to(torch.float32)
             h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -298,9 +297,9 @@ def optimize(model: torch.nn.Module, *, gated_mlp_classes: tuple = (), rms_norm_
     a torch.nn.RMSNorm (RMSNorm.from_torch), or a module of a transformers class named in
     LLAMA_RMS_NORM_CLASSES or in rms_norm_classes (classes, or class names, whose forward is
     LlamaRMSNorm's) with LlamaRMSNorm's state and no hooks or forward of its own (an accelerate
-    device_map's, a patched forward): RMSNorm.from_llama. Where
-    nothing matches, nothing changes; a model optimized twice is left as it is. Optimizer state stays
-    valid (the Parameters are the same objects) and state_dict keeps its keys.
+    device_map's, a patched forward): RMSNorm.from_llama. Where nothing matches, nothing changes; a
+    model optimized twice is left as it is. Optimizer state stays valid (the Parameters are the same
+    objects) and state_dict keeps its keys.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"optimize: model must be a torch.nn.Module, got {type(model).__name__}")
